@@ -1,0 +1,106 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Outcome is what Do answers, first time and every time after. Its JSON is the
+// outcome of DESIGN §4.8 (without request_id, which the caller adds).
+type Outcome struct {
+	Key       string   `json:"idempotency_key"`
+	Status    Status   `json:"status"`
+	Duplicate bool     `json:"duplicate"`
+	Decision  Decision `json:"decision"`
+	Attempt   int      `json:"attempt"`
+	Fence     int64    `json:"fence"`
+	ResultRef string   `json:"result_ref"`
+	ErrorCode string   `json:"error_code,omitempty"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// OutcomeOf describes a claim result that the caller did not own.
+func OutcomeOf(res ClaimResult) Outcome {
+	r := res.Record
+	return Outcome{Key: r.Key, Status: r.Status, Duplicate: res.Decision.Duplicate(), Decision: res.Decision,
+		Attempt: r.Attempt, Fence: r.Fence, ResultRef: r.ResultRef, ErrorCode: r.LastErrorCode, Error: r.LastError}
+}
+
+// StoredError is the error a duplicate of a finished-but-failed key answers:
+// the same class and code as the original failure, without running again.
+func StoredError(res ClaimResult) error {
+	switch {
+	case res.Decision == DecisionPayloadMismatch:
+		return Final("payload_mismatch", ErrPayloadMismatch)
+	case res.Decision == DecisionRepeatOther:
+		return ErrInProgress
+	case res.Record.Status == StatusFailedFinal:
+		return &Error{Class: ClassFinal, Code: res.Record.LastErrorCode, Err: errors.New(res.Record.LastError)}
+	}
+	return nil
+}
+
+// Do runs fn at most once per effective result of req.Key — the Powertools-
+// style entry point. fn returns a result reference (an object name, or a small
+// JSON value) that is stored and answered to every later delivery.
+//
+//   - New key, or a retry that may run: fn runs under a lease that is renewed
+//     in the background; its context is cancelled if the lease is lost.
+//   - Terminal key: the stored Outcome, Duplicate=true; a FAILED_FINAL key
+//     returns its stored *Error again.
+//   - Live lease elsewhere: ErrInProgress.  Other payload: a FINAL
+//     payload_mismatch error. Store down: ErrStoreUnavailable (retry later).
+//
+// If fn fails, its error is classified ([Classify]) and recorded; the
+// returned error is a *Error whose Retryable tells whether to deliver again.
+// If fn panics, the failure is recorded (code "panic") and the panic goes on.
+func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.Context, l *Lease) (string, error)) (Outcome, error) {
+	res, l, err := e.Claim(ctx, req)
+	if err != nil {
+		return Outcome{Key: req.Key}, err
+	}
+	if l == nil {
+		return OutcomeOf(res), StoredError(res)
+	}
+	out := Outcome{Key: l.Key, Status: StatusRunning, Duplicate: res.Decision.Duplicate(), Decision: res.Decision,
+		Attempt: l.Attempt, Fence: l.Fence}
+	kctx, stop := l.KeepAlive(ctx)
+	defer stop()
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// The "finished?" guard: even a panic leaves a recorded state behind.
+		r := recover()
+		if r == nil { // runtime.Goexit: nothing to re-raise
+			_, _ = l.Fail(ctx, &Error{Class: ClassUnknown, Code: "aborted", Err: errors.New("goroutine exited")})
+			return
+		}
+		_, _ = l.Fail(ctx, &Error{Class: ClassUnknown, Code: "panic", Err: fmt.Errorf("panic: %v", r)})
+		panic(r)
+	}()
+	ref, ferr := fn(kctx, l)
+	finished = true
+	if ferr == nil {
+		if err := l.Complete(ctx, ref); err != nil {
+			return out, err
+		}
+		out.Status, out.ResultRef = StatusSucceeded, ref
+		return out, nil
+	}
+	if errors.Is(context.Cause(kctx), ErrLeaseLost) {
+		return out, fmt.Errorf("%w: %w", ErrLeaseLost, ferr)
+	}
+	st, err := l.Fail(ctx, ferr)
+	if err != nil {
+		return out, err
+	}
+	class, code := Classify(ferr)
+	out.Status, out.ErrorCode, out.Error = st, code, truncate(ferr.Error(), 1000)
+	if st == StatusFailedFinal {
+		class = ClassFinal
+	}
+	return out, &Error{Class: class, Code: code, Err: ferr}
+}

@@ -1,0 +1,373 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the engine's options (DESIGN §4.4).
+const (
+	DefaultLease       = 60 * time.Second
+	DefaultMaxAttempts = 3
+	DefaultFastTimeout = 50 * time.Millisecond
+	DefaultFastBackoff = time.Second
+	// terminalWriteTimeout bounds Complete and Fail, which run detached from the
+	// caller's context so that a timed-out invocation still records its end.
+	terminalWriteTimeout = 5 * time.Second
+)
+
+// Engine claims keys and records outcomes. It is safe for concurrent use;
+// build one per process and share it.
+type Engine struct {
+	store Store
+	fast  FastLayer
+	o     options
+
+	fastDownUntil atomic.Int64 // unix nanos; the fast layer is skipped until then
+	stats         counters
+}
+
+type options struct {
+	lease       time.Duration
+	maxAttempts int
+	fastTimeout time.Duration
+	fastBackoff time.Duration
+	log         *slog.Logger
+	fast        FastLayer
+}
+
+// Option configures an Engine.
+type Option func(*options)
+
+// WithFastLayer adds the Redis tier (default: none, the Store alone).
+func WithFastLayer(f FastLayer) Option { return func(o *options) { o.fast = f } }
+
+// WithLease sets the lease a claim takes and renewals extend (default 60 s,
+// LEASE_SECONDS). A lease is never longer than the context's deadline.
+func WithLease(d time.Duration) Option { return func(o *options) { o.lease = d } }
+
+// WithMaxAttempts sets the attempt budget (default 3, MAX_ATTEMPTS).
+func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
+
+// WithFastTimeout bounds each fast-layer call (default 50 ms); past it the
+// engine goes on with the Store alone.
+func WithFastTimeout(d time.Duration) Option { return func(o *options) { o.fastTimeout = d } }
+
+// WithFastBackoff sets how long the fast layer is skipped after it failed
+// (default 1 s), so that a dead Redis costs one timeout per second, not one
+// per call.
+func WithFastBackoff(d time.Duration) Option { return func(o *options) { o.fastBackoff = d } }
+
+// WithLogger sets the logger (default slog.Default()). The engine logs with
+// the caller's context, so a context-aware handler can add request fields.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// New builds an engine on a durable store.
+func New(store Store, opts ...Option) *Engine {
+	o := options{lease: DefaultLease, maxAttempts: DefaultMaxAttempts, fastTimeout: DefaultFastTimeout,
+		fastBackoff: DefaultFastBackoff, log: slog.Default()}
+	e := &Engine{store: store}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	e.o = o
+	e.fast = o.fast
+	return e
+}
+
+// Store returns the durable store (operators' tools read through it).
+func (e *Engine) Store() Store { return e.store }
+
+// MaxAttempts is the engine's attempt budget.
+func (e *Engine) MaxAttempts() int { return e.o.maxAttempts }
+
+// fill completes a request with the engine's defaults and keeps the lease
+// inside the context's deadline: a lease that outlived the FC invocation
+// would block the retry of a killed instance for nothing.
+func (e *Engine) fill(ctx context.Context, req ClaimRequest) (ClaimRequest, error) {
+	if req.Key == "" {
+		return req, Final("invalid_request", errors.New("idempotency: empty key"))
+	}
+	if req.Lease <= 0 {
+		req.Lease = e.o.lease
+	}
+	if req.MaxAttempts <= 0 {
+		req.MaxAttempts = e.o.maxAttempts
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			return req, Retryable("timeout", context.DeadlineExceeded)
+		}
+		req.Lease = min(req.Lease, left)
+	}
+	return req, nil
+}
+
+// Claim asks for the lease on req.Key: first the fast layer, which may answer
+// a duplicate at once, then the Store, which decides. The Lease is non-nil
+// exactly when the decision is owned.
+func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lease, error) {
+	req, err := e.fill(ctx, req)
+	if err != nil {
+		return ClaimResult{}, nil, err
+	}
+	fastClaimed := false
+	if ans, ok := e.fastClaim(ctx, req); ok {
+		switch ans.Verdict {
+		case FastRepeatOther:
+			e.stats.count(DecisionRepeatOther, true)
+			ans.Record.Key = req.Key
+			return ClaimResult{Decision: DecisionRepeatOther, Record: ans.Record, LeaseLeft: ans.LeaseLeft, Source: "redis"}, nil, nil
+		case FastSucceeded, FastFailedFinal:
+			e.stats.count(DecisionRepeatDone, true)
+			ans.Record.Key = req.Key
+			return ClaimResult{Decision: DecisionRepeatDone, Record: ans.Record, Source: "redis"}, nil, nil
+		case FastFirst:
+			fastClaimed = true
+		}
+	}
+	res, err := e.store.Claim(ctx, req)
+	if err != nil {
+		e.fastDo(ctx, "release", func(c context.Context) error { return e.fast.Release(c, req.Key, req.Owner) })
+		return ClaimResult{}, nil, storeErr("claim", err)
+	}
+	e.stats.count(res.Decision, false)
+	// After a FIRST on both tiers the fast entry already says what the Store
+	// says (our owner, our lease); skip the round trip on the hot path.
+	if !(fastClaimed && res.Decision == DecisionFirst) {
+		e.publish(ctx, res.Record, res.LeaseLeft)
+	}
+	if !res.Decision.Owned() {
+		return res, nil, nil
+	}
+	return res, &Lease{e: e, Key: req.Key, Fence: res.Record.Fence, Attempt: res.Record.Attempt,
+		Owner: req.Owner, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash}, nil
+}
+
+// Get reads the durable record.
+func (e *Engine) Get(ctx context.Context, key string) (Record, error) {
+	rec, err := e.store.Get(ctx, key)
+	return rec, storeErr("get", err)
+}
+
+// Forget drops the fast layer's entry for key (after an operator reset).
+func (e *Engine) Forget(ctx context.Context, key string) {
+	e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, key) })
+}
+
+func (e *Engine) fastClaim(ctx context.Context, req ClaimRequest) (FastAnswer, bool) {
+	var ans FastAnswer
+	ok := e.fastDo(ctx, "claim", func(c context.Context) (err error) {
+		ans, err = e.fast.Claim(c, req.Key, req.Owner, req.PayloadHash, req.Lease)
+		return err
+	})
+	return ans, ok
+}
+
+func (e *Engine) publish(ctx context.Context, rec Record, leaseLeft time.Duration) {
+	e.fastDo(ctx, "publish", func(c context.Context) error { return e.fast.Publish(c, rec, leaseLeft) })
+}
+
+// fastDo runs one bounded fast-layer call. A failure is logged, counted and
+// opens the back-off window; it never fails the caller.
+func (e *Engine) fastDo(ctx context.Context, op string, call func(context.Context) error) bool {
+	if e.fast == nil {
+		return false
+	}
+	if time.Now().UnixNano() < e.fastDownUntil.Load() {
+		e.stats.fastSkipped.Add(1)
+		return false
+	}
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.fastTimeout)
+	defer cancel()
+	if err := call(c); err != nil {
+		e.stats.fastErrors.Add(1)
+		e.fastDownUntil.Store(time.Now().Add(e.o.fastBackoff).UnixNano())
+		e.o.log.WarnContext(ctx, "fast layer unavailable, going on with the durable store alone",
+			"op", op, "error", err.Error())
+		return false
+	}
+	return true
+}
+
+// OpKey is the key of the per-operation record of op under K (DESIGN §4.5):
+// hex(sha256("K:<op>")).
+func OpKey(k, op string) string {
+	sum := sha256.Sum256([]byte(k + ":" + op))
+	return hex.EncodeToString(sum[:])
+}
+
+// stepAttempts: a step has no budget of its own; its parent's bounds it.
+const stepAttempts = math.MaxInt32
+
+// Lease is an owned claim. Every write through it is guarded by its fence.
+type Lease struct {
+	e           *Engine
+	Key         string
+	Fence       int64
+	Attempt     int
+	Owner       string
+	lease       time.Duration
+	maxAttempts int
+	payloadHash string
+}
+
+// snapshot is the record as this lease last wrote it, for the fast layer.
+func (l *Lease) snapshot(st Status) Record {
+	return Record{Key: l.Key, Status: st, Fence: l.Fence, Attempt: l.Attempt, LeaseOwner: l.Owner, PayloadHash: l.payloadHash}
+}
+
+// Duration is the lease length each renewal extends to.
+func (l *Lease) Duration() time.Duration { return l.lease }
+
+// Renew extends the lease, clamped to ctx's deadline; ErrLeaseLost if the
+// fence moved on.
+func (l *Lease) Renew(ctx context.Context) error {
+	d := l.lease
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	if d <= 0 {
+		return Retryable("timeout", context.DeadlineExceeded)
+	}
+	if err := l.e.store.Renew(ctx, l.Key, l.Fence, d); err != nil {
+		return storeErr("renew", err)
+	}
+	l.e.publish(ctx, l.snapshot(StatusRunning), d)
+	return nil
+}
+
+// Complete records SUCCEEDED with resultRef. ErrLeaseLost means another worker
+// owns the key now: publish nothing.
+func (l *Lease) Complete(ctx context.Context, resultRef string) error {
+	c, cancel := detached(ctx)
+	defer cancel()
+	if err := l.e.store.Complete(c, l.Key, l.Fence, resultRef); err != nil {
+		return storeErr("complete", err)
+	}
+	rec := l.snapshot(StatusSucceeded)
+	rec.ResultRef = resultRef
+	l.e.publish(ctx, rec, 0)
+	return nil
+}
+
+// Fail records cause, classified (see [Classify]): FAILED_FINAL when it is
+// FINAL or the attempt budget is spent, else FAILED_RETRYABLE. It returns the
+// status recorded.
+func (l *Lease) Fail(ctx context.Context, cause error) (Status, error) {
+	class, code := Classify(cause)
+	st := StatusFailedRetryable
+	if class == ClassFinal || l.Attempt >= l.maxAttempts {
+		st = StatusFailedFinal
+	}
+	f := Failure{Final: st == StatusFailedFinal, Code: code, Message: truncate(cause.Error(), 1000)}
+	c, cancel := detached(ctx)
+	defer cancel()
+	if err := l.e.store.Fail(c, l.Key, l.Fence, f); err != nil {
+		return "", storeErr("fail", err)
+	}
+	rec := l.snapshot(st)
+	rec.LastErrorCode, rec.LastError = f.Code, f.Message
+	l.e.publish(ctx, rec, 0)
+	return st, nil
+}
+
+// detached keeps a terminal write alive after the invocation's context ended:
+// a timed-out invocation must still record that it failed.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), terminalWriteTimeout)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// Step runs fn at most once per (K, op) under this lease and returns its
+// stored result to every later call: a pipeline resumed after a failure skips
+// the steps it completed. The step claim is refused (ErrLeaseLost) once this
+// lease's fence is stale.
+func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context) (string, error)) (string, error) {
+	req := ClaimRequest{Key: OpKey(l.Key, op), Owner: l.Owner, Lease: l.lease, MaxAttempts: stepAttempts,
+		Meta: Meta{ParentKey: l.Key, Op: op}}
+	if dl, ok := ctx.Deadline(); ok {
+		req.Lease = min(req.Lease, time.Until(dl))
+	}
+	res, err := l.e.store.ClaimStep(ctx, l.Fence, req)
+	if err != nil {
+		return "", storeErr("claim step "+op, err)
+	}
+	switch {
+	case res.Decision == DecisionRepeatDone && res.Record.Status == StatusSucceeded:
+		return res.Record.ResultRef, nil
+	case res.Decision == DecisionRepeatDone:
+		return "", &Error{Class: ClassFinal, Code: res.Record.LastErrorCode, Err: fmt.Errorf("step %s: %s", op, res.Record.LastError)}
+	case res.Decision == DecisionRepeatOther:
+		return "", Retryable("step_in_progress", fmt.Errorf("step %s: %w", op, ErrInProgress))
+	case !res.Decision.Owned():
+		return "", fmt.Errorf("step %s: unexpected decision %s", op, res.Decision)
+	}
+	out, ferr := fn(ctx)
+	c, cancel := detached(ctx)
+	defer cancel()
+	if ferr != nil {
+		class, code := Classify(ferr)
+		if err := l.e.store.Fail(c, req.Key, res.Record.Fence, Failure{Final: class == ClassFinal, Code: code,
+			Message: truncate(ferr.Error(), 1000)}); err != nil {
+			return "", storeErr("fail step "+op, err)
+		}
+		return "", ferr
+	}
+	if err := l.e.store.Complete(c, req.Key, res.Record.Fence, out); err != nil {
+		return "", storeErr("complete step "+op, err)
+	}
+	return out, nil
+}
+
+// KeepAlive renews the lease every third of its length until stop is called.
+// The returned context is cancelled with cause ErrLeaseLost when the fence
+// moved on, or when no renewal succeeded for a whole lease: past that point
+// another worker may legitimately own the key.
+func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func()) {
+	kctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(max(l.lease/3, 10*time.Millisecond))
+		defer t.Stop()
+		lastOK := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-kctx.Done():
+				return
+			case <-t.C:
+			}
+			err := l.Renew(kctx)
+			switch {
+			case err == nil:
+				lastOK = time.Now()
+			case errors.Is(err, ErrLeaseLost):
+				l.e.o.log.WarnContext(ctx, "lease lost; stopping work", "fence", l.Fence)
+				cancel(ErrLeaseLost)
+				return
+			case time.Since(lastOK) >= l.lease:
+				l.e.o.log.WarnContext(ctx, "lease could not be renewed for a whole lease; stopping work",
+					"fence", l.Fence, "error", err.Error())
+				cancel(ErrLeaseLost)
+				return
+			}
+		}
+	}()
+	return kctx, func() { close(done); cancel(nil) }
+}

@@ -1,0 +1,97 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test them with errors.Is.
+var (
+	// ErrLeaseLost: the fence moved on (another worker took over) or the record
+	// left RUNNING. The caller must stop and publish nothing.
+	ErrLeaseLost = errors.New("idempotency: lease lost")
+	// ErrNotFound: no record for the key.
+	ErrNotFound = errors.New("idempotency: record not found")
+	// ErrPayloadMismatch: the key exists with another payload hash.
+	ErrPayloadMismatch = errors.New("idempotency: same key, different payload")
+	// ErrStoreUnavailable: the durable store could not be reached. Nothing was
+	// executed; the invocation should fail retryably.
+	ErrStoreUnavailable = errors.New("idempotency: durable store unavailable")
+	// ErrInProgress: another owner holds a live lease on the key.
+	ErrInProgress = errors.New("idempotency: in progress elsewhere")
+)
+
+// Class is the retry class of a failure (DESIGN §4.9).
+type Class string
+
+const (
+	// ClassRetryable failures are retried while the attempt budget lasts.
+	ClassRetryable Class = "RETRYABLE"
+	// ClassFinal failures are recorded FAILED_FINAL at once.
+	ClassFinal Class = "FINAL"
+	// ClassUnknown failures are treated as retryable within the budget.
+	ClassUnknown Class = "UNKNOWN"
+)
+
+// Error is a classified failure: a class, a short snake_case code that is
+// stored and answered as errorType, and the cause.
+type Error struct {
+	Class Class
+	Code  string
+	Err   error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Code
+	}
+	return e.Code + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Retryable reports whether FC should deliver again.
+func (e *Error) Retryable() bool { return e.Class != ClassFinal }
+
+// Retryable wraps err as a RETRYABLE failure with the given code.
+func Retryable(code string, err error) error {
+	return &Error{Class: ClassRetryable, Code: code, Err: err}
+}
+
+// Final wraps err as a FINAL failure with the given code.
+func Final(code string, err error) error { return &Error{Class: ClassFinal, Code: code, Err: err} }
+
+// Classify returns the class and code of err. Unclassified errors are
+// UNKNOWN, except deadlines (RETRYABLE timeout) and a lost lease.
+func Classify(err error) (Class, string) {
+	var e *Error
+	switch {
+	case err == nil:
+		return "", ""
+	case errors.As(err, &e):
+		return e.Class, e.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return ClassRetryable, "timeout"
+	case errors.Is(err, ErrLeaseLost):
+		return ClassRetryable, "lease_lost"
+	case errors.Is(err, ErrStoreUnavailable):
+		return ClassRetryable, "store_unavailable"
+	default:
+		return ClassUnknown, "unknown"
+	}
+}
+
+// storeErr marks a store failure as ErrStoreUnavailable unless it is one of
+// the package's own sentinels, keeping the cause for logs.
+func storeErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, s := range []error{ErrLeaseLost, ErrNotFound, ErrPayloadMismatch, ErrInProgress, ErrStoreUnavailable} {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	return fmt.Errorf("%s: %w: %w", op, ErrStoreUnavailable, err)
+}

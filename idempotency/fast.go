@@ -1,0 +1,42 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+)
+
+// FastLayer is the optional first tier (Redis). It answers duplicates without
+// touching the Store, but it only mirrors what the Store committed or a live
+// claim: the engine treats every error as "go on with the Store alone".
+type FastLayer interface {
+	// Claim claims or reads key in one round trip.
+	Claim(ctx context.Context, key, owner, payloadHash string, lease time.Duration) (FastAnswer, error)
+	// Publish mirrors a committed record, compare-and-set on its fence: an
+	// entry with a higher fence, or a terminal one with the same fence, stays.
+	Publish(ctx context.Context, rec Record, leaseLeft time.Duration) error
+	// Release drops owner's claim when the Store never confirmed it.
+	Release(ctx context.Context, key, owner string) error
+	// Forget drops the entry (replay resets the durable record first).
+	Forget(ctx context.Context, key string) error
+}
+
+// FastVerdict is the fast layer's explicit answer; never empty.
+type FastVerdict string
+
+const (
+	FastFirst       FastVerdict = "FIRST"        // no entry; the caller's claim is registered
+	FastRepeatSame  FastVerdict = "REPEAT_SAME"  // same owner retrying: go on to the Store
+	FastRepeatOther FastVerdict = "REPEAT_OTHER" // another owner's live lease: in progress
+	FastStale       FastVerdict = "STALE"        // expired or retryable entry: the caller may try the Store
+	FastMismatch    FastVerdict = "MISMATCH"     // other payload hash: the Store confirms
+	FastSucceeded   FastVerdict = "SUCCEEDED"    // cached terminal state
+	FastFailedFinal FastVerdict = "FAILED_FINAL" // cached terminal state
+)
+
+// FastAnswer carries the verdict and, for REPEAT_OTHER and the terminal
+// verdicts, the mirrored part of the record.
+type FastAnswer struct {
+	Verdict   FastVerdict
+	Record    Record
+	LeaseLeft time.Duration
+}

@@ -1,0 +1,95 @@
+package idempotency
+
+import "time"
+
+// Status is the state of a record. The machine is
+//
+//	RECEIVED ─▶ RUNNING ─▶ SUCCEEDED
+//	               │ ├───▶ FAILED_RETRYABLE ─▶ RUNNING (takeover, attempt+1)
+//	               │ └───▶ FAILED_FINAL
+//	               └─(lease expired / same owner retrying)─▶ RUNNING (takeover)
+//
+// SUCCEEDED and FAILED_FINAL are terminal.
+type Status string
+
+const (
+	// StatusReceived: recorded but not leased by anyone (a replay resets to it).
+	StatusReceived        Status = "RECEIVED"
+	StatusRunning         Status = "RUNNING"
+	StatusSucceeded       Status = "SUCCEEDED"
+	StatusFailedRetryable Status = "FAILED_RETRYABLE"
+	StatusFailedFinal     Status = "FAILED_FINAL"
+)
+
+// Terminal reports whether no claim can ever run the record again.
+func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailedFinal }
+
+// Decision says how a claim was answered. It is the "decision" of the outcome JSON.
+type Decision string
+
+const (
+	// DecisionFirst: the key was new; the caller owns fence 1, attempt 1.
+	DecisionFirst Decision = "FIRST"
+	// DecisionRepeatSame: the same owner (e.g. the same FC request retried)
+	// came back while its claim was RUNNING; it took the claim over at once.
+	DecisionRepeatSame Decision = "REPEAT_SAME"
+	// DecisionTakeover: the previous lease expired, or the record waited in
+	// FAILED_RETRYABLE or RECEIVED; the caller took it over with a new fence.
+	DecisionTakeover Decision = "TAKEOVER"
+	// DecisionRepeatOther: another owner holds a live lease: in progress.
+	DecisionRepeatOther Decision = "REPEAT_OTHER"
+	// DecisionRepeatDone: the record is terminal; its stored outcome answers.
+	DecisionRepeatDone Decision = "REPEAT_DONE"
+	// DecisionPayloadMismatch: the key exists with another payload hash.
+	DecisionPayloadMismatch Decision = "PAYLOAD_MISMATCH"
+)
+
+// Owned reports whether the claim gave the caller the lease.
+func (d Decision) Owned() bool {
+	return d == DecisionFirst || d == DecisionRepeatSame || d == DecisionTakeover
+}
+
+// Duplicate reports whether the decision answers an earlier delivery's work.
+func (d Decision) Duplicate() bool { return d != DecisionFirst }
+
+// Record is one row of idempotency_record. Key is the business key K (the
+// request_id column); ParentKey and Op are set on per-operation records.
+type Record struct {
+	Key             string
+	TenantID        string
+	TaskType        string
+	Operation       string
+	InputVersion    string
+	OriginRequestID string
+	EventSource     string
+	EventID         string
+	ParentKey       string
+	Op              string
+	Status          Status
+	Attempt         int
+	Fence           int64
+	LeaseOwner      string
+	LeaseUntil      time.Time // zero when no lease is held
+	ResultRef       string
+	InputRef        string
+	PayloadHash     string
+	LastErrorCode   string
+	LastError       string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// Meta is what a claim records about the action besides the key. Stores keep
+// the first delivery's values; later claims do not overwrite them.
+type Meta struct {
+	TenantID        string
+	TaskType        string
+	Operation       string
+	InputVersion    string
+	OriginRequestID string
+	EventSource     string
+	EventID         string
+	InputRef        string
+	ParentKey       string
+	Op              string
+}
