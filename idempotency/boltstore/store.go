@@ -1,0 +1,203 @@
+// Package boltstore is the embedded durable store for runs without servers
+// (MYSQL_DSN unset): one bbolt file under STATE_DIR. bbolt serialises write
+// transactions, so a claim is decided and written atomically; the file
+// survives restarts. It keeps the idempotency.Store contract for goroutines
+// of one process; bbolt's file lock keeps a second process out (it waits, then
+// fails with a clear error) — several processes need MySQL.
+package boltstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/idemgate/idemgate/idempotency"
+)
+
+var (
+	records = []byte("idempotency_record")
+	replays = []byte("idempotency_replay")
+)
+
+// Store implements idempotency.Store on a bbolt file.
+type Store struct {
+	db  *bolt.DB
+	now func() time.Time
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// FileName is the database file inside STATE_DIR.
+const FileName = "idempotency.db"
+
+// Open opens (creating) dir/idempotency.db, waiting up to lockWait for another
+// process that holds it.
+func Open(dir string, lockWait time.Duration) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("boltstore: state dir: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("boltstore: %s is in use by another process (the embedded store serves one process; use MYSQL_DSN for several): %w", path, err)
+		}
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{records, replays} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("boltstore: init: %w", err)
+	}
+	return &Store{db: db, now: time.Now}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB exposes the bbolt handle (operators' tools, tests).
+func (s *Store) DB() *bolt.DB { return s.db }
+
+func get(b *bolt.Bucket, key string) (idempotency.Record, error) {
+	v := b.Get([]byte(key))
+	if v == nil {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	var r idempotency.Record
+	if err := json.Unmarshal(v, &r); err != nil {
+		return r, fmt.Errorf("boltstore: record %s is corrupt: %w", key, err)
+	}
+	return r, nil
+}
+
+func put(b *bolt.Bucket, r idempotency.Record) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(r.Key), v)
+}
+
+// Get reads one record.
+func (s *Store) Get(ctx context.Context, key string) (idempotency.Record, error) {
+	var r idempotency.Record
+	err := s.db.View(func(tx *bolt.Tx) (err error) {
+		r, err = get(tx.Bucket(records), key)
+		return err
+	})
+	return r, err
+}
+
+// Claim inserts or decides a takeover inside one write transaction.
+func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	var res idempotency.ClaimResult
+	err := s.update(ctx, func(b *bolt.Bucket) (err error) {
+		res, err = claim(b, req, s.now())
+		return err
+	})
+	return res, err
+}
+
+// ClaimStep claims a per-operation record while the parent carries parentFence.
+func (s *Store) ClaimStep(ctx context.Context, parentFence int64, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	var res idempotency.ClaimResult
+	err := s.update(ctx, func(b *bolt.Bucket) error {
+		parent, err := get(b, req.Meta.ParentKey)
+		if err != nil {
+			return fmt.Errorf("parent %s: %w", req.Meta.ParentKey, err)
+		}
+		if parent.Fence != parentFence {
+			return idempotency.ErrLeaseLost
+		}
+		res, err = claim(b, req, s.now())
+		return err
+	})
+	return res, err
+}
+
+func claim(b *bolt.Bucket, req idempotency.ClaimRequest, now time.Time) (idempotency.ClaimResult, error) {
+	rec, err := get(b, req.Key)
+	if errors.Is(err, idempotency.ErrNotFound) {
+		rec = idempotency.NewRecord(req, now)
+		return idempotency.ClaimResult{Decision: idempotency.DecisionFirst, Record: rec, LeaseLeft: req.Lease,
+			Source: "embedded"}, put(b, rec)
+	}
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	d, act := idempotency.Decide(rec, req, now)
+	if act != idempotency.ActNone {
+		idempotency.Apply(&rec, act, req, now)
+		if err := put(b, rec); err != nil {
+			return idempotency.ClaimResult{}, err
+		}
+	}
+	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "embedded"}
+	if rec.Status == idempotency.StatusRunning && rec.LeaseUntil.After(now) {
+		res.LeaseLeft = rec.LeaseUntil.Sub(now)
+	}
+	return res, nil
+}
+
+func (s *Store) update(ctx context.Context, fn func(b *bolt.Bucket) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return fn(tx.Bucket(records)) })
+}
+
+// guarded applies mutate to the record when it is RUNNING with fence.
+func (s *Store) guarded(ctx context.Context, key string, fence int64, mutate func(*idempotency.Record, time.Time)) error {
+	return s.update(ctx, func(b *bolt.Bucket) error {
+		rec, err := get(b, key)
+		if errors.Is(err, idempotency.ErrNotFound) {
+			return idempotency.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		if rec.Fence != fence || rec.Status != idempotency.StatusRunning {
+			return idempotency.ErrLeaseLost
+		}
+		now := s.now()
+		mutate(&rec, now)
+		rec.UpdatedAt = now
+		return put(b, rec)
+	})
+}
+
+// Renew extends a lease by d from now.
+func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Duration) error {
+	return s.guarded(ctx, key, fence, func(r *idempotency.Record, now time.Time) { r.LeaseUntil = now.Add(d) })
+}
+
+// Complete records SUCCEEDED.
+func (s *Store) Complete(ctx context.Context, key string, fence int64, resultRef string) error {
+	return s.guarded(ctx, key, fence, func(r *idempotency.Record, _ time.Time) {
+		r.Status, r.ResultRef, r.LeaseUntil, r.LastErrorCode, r.LastError = idempotency.StatusSucceeded, resultRef, time.Time{}, "", ""
+	})
+}
+
+// Fail records a classified failure.
+func (s *Store) Fail(ctx context.Context, key string, fence int64, f idempotency.Failure) error {
+	return s.guarded(ctx, key, fence, func(r *idempotency.Record, _ time.Time) {
+		r.Status = idempotency.StatusFailedRetryable
+		if f.Final {
+			r.Status = idempotency.StatusFailedFinal
+		}
+		r.LastErrorCode, r.LastError, r.LeaseUntil = f.Code, f.Message, time.Time{}
+	})
+}

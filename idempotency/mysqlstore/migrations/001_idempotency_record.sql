@@ -1,0 +1,31 @@
+-- The arbiter of DESIGN §4.5. request_id holds the business key K (or, for a
+-- per-operation record, hex(sha256("K:<op>")) with parent_key = K, op = <op>).
+CREATE TABLE IF NOT EXISTS idempotency_record (
+  id                BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  request_id        VARCHAR(64)   NOT NULL,
+  tenant_id         VARCHAR(128)  NOT NULL DEFAULT '',
+  task_type         VARCHAR(64)   NOT NULL DEFAULT '',
+  operation         VARCHAR(128)  NOT NULL DEFAULT '',
+  input_version     VARCHAR(128)  NOT NULL DEFAULT '',
+  origin_request_id VARCHAR(128)  NOT NULL DEFAULT '',
+  event_source      VARCHAR(255)  NOT NULL DEFAULT '',
+  event_id          VARCHAR(255)  NOT NULL DEFAULT '',
+  parent_key        VARCHAR(64)   NOT NULL DEFAULT '',
+  op                VARCHAR(64)   NOT NULL DEFAULT '',
+  status            VARCHAR(16)   NOT NULL,
+  attempt           INT           NOT NULL DEFAULT 0,
+  fence             BIGINT        NOT NULL DEFAULT 0,
+  lease_owner       VARCHAR(128)  NOT NULL DEFAULT '',
+  lease_until       DATETIME(3)   NULL,
+  result_ref        VARCHAR(2048) NOT NULL DEFAULT '',
+  input_ref         VARCHAR(1024) NOT NULL DEFAULT '',
+  payload_hash      VARCHAR(64)   NOT NULL DEFAULT '',
+  last_error_code   VARCHAR(64)   NOT NULL DEFAULT '',
+  last_error        VARCHAR(1024) NOT NULL DEFAULT '',
+  created_at        DATETIME(3)   NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  updated_at        DATETIME(3)   NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (id),
+  UNIQUE KEY uniq_request_id (request_id),
+  KEY idx_status_lease (status, lease_until),
+  KEY idx_parent_key (parent_key)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

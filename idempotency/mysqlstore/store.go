@@ -1,0 +1,303 @@
+// Package mysqlstore is the durable arbiter of idempotency on MySQL (RDS,
+// PolarDB, MariaDB): a row per key under UNIQUE KEY uniq_request_id, claims by
+// insert-if-absent or a takeover under a row lock, and every later transition
+// a conditional UPDATE on the fence. Leases are on the database clock.
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/idemgate/idemgate/idempotency"
+)
+
+// ErrDuplicateKey is MySQL error 1062 on uniq_request_id, mapped so that the
+// claim logic tests a sentinel of its own rather than a driver number.
+var ErrDuplicateKey = errors.New("mysqlstore: duplicate key")
+
+// Options size the connection pool. FC runs up to instanceConcurrency
+// invocations per instance, each holding at most one connection at a time.
+type Options struct {
+	MaxOpenConns int           // default 16
+	ConnMaxIdle  time.Duration // default 5 min: FC freezes idle instances, RDS closes idle links
+}
+
+// Store implements idempotency.Store on MySQL.
+type Store struct {
+	db *sql.DB
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// Open connects with dsn (go-sql-driver format). It forces the settings the
+// store's correctness relies on: parseTime, UTC, session time_zone +00:00 so
+// that NOW(3) and stored times agree, and clientFoundRows so that an UPDATE
+// that matched its row counts as affected even when no value changed.
+func Open(dsn string, o Options) (*Store, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		// The driver's message can quote the DSN; never echo the password.
+		return nil, errors.New("mysqlstore: MYSQL_DSN is not a valid go-sql-driver DSN")
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.ClientFoundRows = true
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 3 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: connector: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = 16
+	}
+	if o.ConnMaxIdle <= 0 {
+		o.ConnMaxIdle = 5 * time.Minute
+	}
+	db.SetMaxOpenConns(o.MaxOpenConns)
+	db.SetMaxIdleConns(o.MaxOpenConns)
+	db.SetConnMaxIdleTime(o.ConnMaxIdle)
+	return &Store{db: db}, nil
+}
+
+// DB exposes the pool (operators' tools, tests).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error { return mapErr(s.db.PingContext(ctx)) }
+
+const columns = `request_id, tenant_id, task_type, operation, input_version, origin_request_id, event_source,
+ event_id, parent_key, op, status, attempt, fence, lease_owner, lease_until, result_ref, input_ref, payload_hash,
+ last_error_code, last_error, created_at, updated_at`
+
+func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record, error) {
+	var r idempotency.Record
+	var st string
+	var lease sql.NullTime
+	dest := []any{&r.Key, &r.TenantID, &r.TaskType, &r.Operation, &r.InputVersion, &r.OriginRequestID,
+		&r.EventSource, &r.EventID, &r.ParentKey, &r.Op, &st, &r.Attempt, &r.Fence, &r.LeaseOwner, &lease,
+		&r.ResultRef, &r.InputRef, &r.PayloadHash, &r.LastErrorCode, &r.LastError, &r.CreatedAt, &r.UpdatedAt}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return r, idempotency.ErrNotFound
+		}
+		return r, mapErr(err)
+	}
+	r.Status = idempotency.Status(st)
+	if lease.Valid {
+		r.LeaseUntil = lease.Time
+	}
+	return r, nil
+}
+
+// Get reads one record.
+func (s *Store) Get(ctx context.Context, key string) (idempotency.Record, error) {
+	return scan(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM idempotency_record WHERE request_id = ?`, key))
+}
+
+const insertSQL = `INSERT INTO idempotency_record (request_id, tenant_id, task_type, operation, input_version,
+ origin_request_id, event_source, event_id, parent_key, op, status, attempt, fence, lease_owner, lease_until,
+ input_ref, payload_hash, created_at, updated_at)
+ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', 1, 1, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, NOW(3), NOW(3))`
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func insert(ctx context.Context, db execer, req idempotency.ClaimRequest) error {
+	m := req.Meta
+	_, err := db.ExecContext(ctx, insertSQL, req.Key, m.TenantID, m.TaskType, m.Operation, m.InputVersion,
+		m.OriginRequestID, m.EventSource, m.EventID, m.ParentKey, m.Op, req.Owner, req.Lease.Microseconds(),
+		m.InputRef, req.PayloadHash)
+	return mapErr(err)
+}
+
+func first(req idempotency.ClaimRequest) idempotency.ClaimResult {
+	// The row's times are the database's; this copy approximates them locally.
+	return idempotency.ClaimResult{Decision: idempotency.DecisionFirst, Record: idempotency.NewRecord(req, time.Now()),
+		LeaseLeft: req.Lease, Source: "mysql"}
+}
+
+// Claim inserts the record, or, when the key exists, decides under a row lock
+// (SELECT … FOR UPDATE) whether the caller may take it over. The unique key
+// arbitrates concurrent inserts; the row lock serialises takeovers; nothing is
+// decided on a read that another writer could invalidate.
+func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	return s.retry(ctx, func() (idempotency.ClaimResult, error) {
+		err := insert(ctx, s.db, req)
+		if err == nil {
+			return first(req), nil
+		}
+		if !errors.Is(err, ErrDuplicateKey) {
+			return idempotency.ClaimResult{}, err
+		}
+		return s.inTx(ctx, func(tx *sql.Tx) (idempotency.ClaimResult, error) { return takeover(ctx, tx, req) })
+	})
+}
+
+// ClaimStep claims a per-operation record while the parent still carries
+// parentFence. The parent row is share-locked for the transaction, so a
+// takeover of the parent waits until this claim is decided.
+func (s *Store) ClaimStep(ctx context.Context, parentFence int64, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	return s.retry(ctx, func() (idempotency.ClaimResult, error) {
+		return s.inTx(ctx, func(tx *sql.Tx) (idempotency.ClaimResult, error) {
+			var fence int64
+			err := tx.QueryRowContext(ctx, `SELECT fence FROM idempotency_record WHERE request_id = ? LOCK IN SHARE MODE`,
+				req.Meta.ParentKey).Scan(&fence)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				return idempotency.ClaimResult{}, fmt.Errorf("parent %s: %w", req.Meta.ParentKey, idempotency.ErrNotFound)
+			case err != nil:
+				return idempotency.ClaimResult{}, mapErr(err)
+			case fence != parentFence:
+				return idempotency.ClaimResult{}, idempotency.ErrLeaseLost
+			}
+			err = insert(ctx, tx, req)
+			if err == nil {
+				return first(req), nil
+			}
+			if !errors.Is(err, ErrDuplicateKey) {
+				return idempotency.ClaimResult{}, err
+			}
+			return takeover(ctx, tx, req)
+		})
+	})
+}
+
+// takeover decides on the locked row with the shared state machine and writes
+// the result back; the database clock is the one the decision used.
+func takeover(ctx context.Context, tx *sql.Tx, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	var now time.Time
+	rec, err := scan(tx.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record
+ WHERE request_id = ? FOR UPDATE`, req.Key), &now)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	d, act := idempotency.Decide(rec, req, now)
+	if act != idempotency.ActNone {
+		idempotency.Apply(&rec, act, req, now)
+		var lease any
+		if !rec.LeaseUntil.IsZero() {
+			lease = rec.LeaseUntil
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = ?, fence = ?, attempt = ?,
+ lease_owner = ?, lease_until = ?, last_error_code = ?, last_error = ?, updated_at = NOW(3) WHERE request_id = ?`,
+			string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, lease, rec.LastErrorCode, rec.LastError, rec.Key)
+		if err != nil {
+			return idempotency.ClaimResult{}, mapErr(err)
+		}
+	}
+	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "mysql"}
+	if rec.Status == idempotency.StatusRunning && rec.LeaseUntil.After(now) {
+		res.LeaseLeft = rec.LeaseUntil.Sub(now)
+	}
+	return res, nil
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) (idempotency.ClaimResult, error)) (idempotency.ClaimResult, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return idempotency.ClaimResult{}, mapErr(err)
+	}
+	res, err := fn(tx)
+	if err != nil {
+		_ = tx.Rollback()
+		return res, err
+	}
+	return res, mapErr(tx.Commit())
+}
+
+// retry repeats a claim that InnoDB aborted (deadlock 1213, lock wait 1205) or
+// whose row vanished between the insert and the lock (an operator purge).
+func (s *Store) retry(ctx context.Context, fn func() (idempotency.ClaimResult, error)) (idempotency.ClaimResult, error) {
+	var res idempotency.ClaimResult
+	var err error
+	for i := range 5 {
+		res, err = fn()
+		if err == nil || !(errors.Is(err, errTxAborted) || errors.Is(err, idempotency.ErrNotFound)) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(time.Duration(i+1) * 5 * time.Millisecond):
+		}
+	}
+	return res, err
+}
+
+func (s *Store) guarded(ctx context.Context, op, set string, args ...any) error {
+	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`, updated_at = NOW(3)
+ WHERE request_id = ? AND fence = ? AND status = 'RUNNING'`, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, mapErr(err))
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, mapErr(err))
+	}
+	if n == 0 {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
+}
+
+// Renew extends a lease by d from the database's now.
+func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Duration) error {
+	return s.guarded(ctx, "renew", `lease_until = NOW(3) + INTERVAL ? MICROSECOND`, d.Microseconds(), key, fence)
+}
+
+// Complete records SUCCEEDED with the result reference.
+func (s *Store) Complete(ctx context.Context, key string, fence int64, resultRef string) error {
+	return s.guarded(ctx, "complete", `status = 'SUCCEEDED', result_ref = ?, lease_until = NULL,
+ last_error_code = '', last_error = ''`, resultRef, key, fence)
+}
+
+// Fail records a classified failure.
+func (s *Store) Fail(ctx context.Context, key string, fence int64, f idempotency.Failure) error {
+	st := idempotency.StatusFailedRetryable
+	if f.Final {
+		st = idempotency.StatusFailedFinal
+	}
+	return s.guarded(ctx, "fail", `status = ?, last_error_code = ?, last_error = ?, lease_until = NULL`,
+		string(st), f.Code, f.Message, key, fence)
+}
+
+var errTxAborted = errors.New("mysqlstore: transaction aborted by InnoDB")
+
+// mapErr turns driver errors the store reacts to into sentinels.
+func mapErr(err error) error {
+	var me *mysql.MySQLError
+	if err == nil || !errors.As(err, &me) {
+		return err
+	}
+	switch me.Number {
+	case 1062:
+		return fmt.Errorf("%w: %w", ErrDuplicateKey, err)
+	case 1213, 1205:
+		return fmt.Errorf("%w: %w", errTxAborted, err)
+	case 1406:
+		return idempotency.Final("invalid_request", fmt.Errorf("a field is longer than its column: %w", err))
+	}
+	return err
+}

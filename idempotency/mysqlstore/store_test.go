@@ -1,0 +1,32 @@
+package mysqlstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/idemgate/idemgate/idempotency/idemtest"
+	"github.com/idemgate/idemgate/idempotency/mysqlstore"
+	"github.com/idemgate/idemgate/internal/testenv"
+)
+
+func open(t *testing.T) *mysqlstore.Store {
+	t.Helper()
+	s, err := mysqlstore.Open(testenv.MySQLDSN(t), mysqlstore.Options{MaxOpenConns: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+func TestConformanceMySQL(t *testing.T) {
+	idemtest.Run(t, idemtest.StoreOnly(open(t)))
+}
+
+func TestConformanceRedisMySQL(t *testing.T) {
+	s := open(t)
+	idemtest.Run(t, idemtest.WithRedis(t, testenv.RedisURL(t), s))
+}

@@ -1,0 +1,171 @@
+// Package redisfast is the fast first tier of idempotency on Redis (single
+// node, Sentinel or Cluster through redis.UniversalClient). One Lua script
+// claims or reads a key in one round trip; a second mirrors committed records
+// with compare-and-set on the fence. Entries live at most DEDUP_TTL_SECONDS
+// and only ever hold what the durable store committed or a live claim, so
+// losing Redis loses no correctness.
+package redisfast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/idempotency"
+)
+
+// MaxTTL is the longest an entry may live (DESIGN §4.6).
+const MaxTTL = 300 * time.Second
+
+// Entry fields: st status, ow lease owner, ph payload hash, lu lease until (ms,
+// Redis clock), fe fence, at attempt, rr result_ref, ec/em last error.
+// The claim script answers an explicit verdict string, never nil.
+var claimScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local owner, ph, lease, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local h = redis.call('HMGET', KEYS[1], 'st', 'ow', 'ph', 'lu', 'fe', 'at', 'rr', 'ec', 'em')
+local st = h[1]
+if not st then
+  redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'ph', ph, 'lu', now + lease, 'fe', 0, 'at', 0)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return {'FIRST'}
+end
+if h[3] and h[3] ~= '' and h[3] ~= ph then
+  return {'MISMATCH'}
+end
+if st == 'SUCCEEDED' or st == 'FAILED_FINAL' then
+  return {st, h[5] or '0', h[6] or '0', h[7] or '', h[8] or '', h[9] or ''}
+end
+local lu = tonumber(h[4] or '0')
+if st == 'RUNNING' then
+  if h[2] == owner then
+    return {'REPEAT_SAME'}
+  end
+  if lu > now then
+    return {'REPEAT_OTHER', h[5] or '0', h[6] or '0', h[2] or '', tostring(lu - now)}
+  end
+end
+-- An expired lease or a record waiting for a retry: register this caller so
+-- that concurrent duplicates wait for it, keep the fence for CAS ordering.
+redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'lu', now + lease)
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {'STALE'}
+`)
+
+// publishScript mirrors a committed record. It refuses to go back: an entry
+// with a higher fence, or a terminal entry at the same fence, stays.
+var publishScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local fence = tonumber(ARGV[2])
+local h = redis.call('HMGET', KEYS[1], 'st', 'fe')
+if h[1] then
+  local cur = tonumber(h[2] or '0')
+  if cur > fence then return 'KEPT' end
+  if cur == fence and (h[1] == 'SUCCEEDED' or h[1] == 'FAILED_FINAL') and ARGV[1] ~= h[1] then return 'KEPT' end
+end
+redis.call('HSET', KEYS[1], 'st', ARGV[1], 'fe', ARGV[2], 'at', ARGV[3], 'ow', ARGV[4],
+  'lu', now + tonumber(ARGV[6]), 'rr', ARGV[7], 'ec', ARGV[8], 'em', ARGV[9])
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'ph', ARGV[5]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[10])
+return 'SET'
+`)
+
+// releaseScript drops a claim that the durable store never confirmed (fence 0).
+var releaseScript = redis.NewScript(`
+local h = redis.call('HMGET', KEYS[1], 'ow', 'fe')
+if h[1] == ARGV[1] and tonumber(h[2] or '0') == 0 then
+  redis.call('DEL', KEYS[1])
+  return 'RELEASED'
+end
+return 'KEPT'
+`)
+
+// Layer implements idempotency.FastLayer.
+type Layer struct {
+	rdb redis.UniversalClient
+	ttl time.Duration
+}
+
+var _ idempotency.FastLayer = (*Layer)(nil)
+
+// New wraps a client. ttl is DEDUP_TTL_SECONDS; it must be in (0, 300 s].
+// Build the client with ContextTimeoutEnabled so that the engine's per-call
+// bound (50 ms by default) reaches the socket.
+func New(rdb redis.UniversalClient, ttl time.Duration) (*Layer, error) {
+	if ttl <= 0 || ttl > MaxTTL {
+		return nil, fmt.Errorf("redisfast: ttl %s out of (0, %s]", ttl, MaxTTL)
+	}
+	return &Layer{rdb: rdb, ttl: ttl}, nil
+}
+
+// Key is the Redis key of K, hash-tagged so that Cluster keeps it on one slot.
+func Key(k string) string { return "idem:{" + k + "}" }
+
+// Claim runs the claim script.
+func (l *Layer) Claim(ctx context.Context, key, owner, payloadHash string, lease time.Duration) (idempotency.FastAnswer, error) {
+	vals, err := claimScript.Run(ctx, l.rdb, []string{Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds()).StringSlice()
+	if err != nil {
+		return idempotency.FastAnswer{}, fmt.Errorf("redis claim: %w", err)
+	}
+	if len(vals) == 0 {
+		return idempotency.FastAnswer{}, errors.New("redis claim: empty answer")
+	}
+	ans := idempotency.FastAnswer{Verdict: idempotency.FastVerdict(vals[0])}
+	switch ans.Verdict {
+	case idempotency.FastSucceeded, idempotency.FastFailedFinal:
+		if len(vals) < 6 {
+			return ans, fmt.Errorf("redis claim: short answer %q", vals)
+		}
+		ans.Record = idempotency.Record{Key: key, Status: idempotency.Status(vals[0]), Fence: atoi64(vals[1]),
+			Attempt: int(atoi64(vals[2])), ResultRef: vals[3], LastErrorCode: vals[4], LastError: vals[5]}
+	case idempotency.FastRepeatOther:
+		if len(vals) < 5 {
+			return ans, fmt.Errorf("redis claim: short answer %q", vals)
+		}
+		ans.Record = idempotency.Record{Key: key, Status: idempotency.StatusRunning, Fence: atoi64(vals[1]),
+			Attempt: int(atoi64(vals[2])), LeaseOwner: vals[3]}
+		ans.LeaseLeft = time.Duration(atoi64(vals[4])) * time.Millisecond
+	case idempotency.FastFirst, idempotency.FastRepeatSame, idempotency.FastStale, idempotency.FastMismatch:
+	default:
+		return ans, fmt.Errorf("redis claim: unknown verdict %q", vals[0])
+	}
+	return ans, nil
+}
+
+// Publish mirrors a committed record with CAS on its fence.
+func (l *Layer) Publish(ctx context.Context, rec idempotency.Record, leaseLeft time.Duration) error {
+	err := publishScript.Run(ctx, l.rdb, []string{Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
+		rec.LeaseOwner, rec.PayloadHash, leaseLeft.Milliseconds(), rec.ResultRef, rec.LastErrorCode, rec.LastError,
+		l.ttl.Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("redis publish: %w", err)
+	}
+	return nil
+}
+
+// Release drops owner's unconfirmed claim.
+func (l *Layer) Release(ctx context.Context, key, owner string) error {
+	if err := releaseScript.Run(ctx, l.rdb, []string{Key(key)}, owner).Err(); err != nil {
+		return fmt.Errorf("redis release: %w", err)
+	}
+	return nil
+}
+
+// Forget deletes the entry.
+func (l *Layer) Forget(ctx context.Context, key string) error {
+	if err := l.rdb.Del(ctx, Key(key)).Err(); err != nil {
+		return fmt.Errorf("redis forget: %w", err)
+	}
+	return nil
+}
+
+func atoi64(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
