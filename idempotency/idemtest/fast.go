@@ -1,0 +1,171 @@
+package idemtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+)
+
+// Fast-layer cases. Engines here use a short back-off so that a restored
+// Redis is used again within the test.
+const testBackoff = 50 * time.Millisecond
+
+func fastAnswers(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	_, l := claim(t, e, req(key, "a"))
+	res, _ := claim(t, e, req(key, "b"))
+	want(t, "live duplicate decision", res.Decision, idempotency.DecisionRepeatOther)
+	want(t, "live duplicate answered by", res.Source, "redis")
+	if err := l.Complete(context.Background(), "ref"); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = claim(t, e, req(key, "c"))
+	want(t, "done duplicate decision", res.Decision, idempotency.DecisionRepeatDone)
+	want(t, "done duplicate answered by", res.Source, "redis")
+	want(t, "result", res.Record.ResultRef, "ref")
+	st := e.Stats()
+	want(t, "fast rejects", st.FastRejects, 2)
+	want(t, "store conflicts", st.StoreConflicts, 0)
+}
+
+// cutAfterClaim is a fast layer that vanishes right after it answered a
+// claim: between the Redis claim and the MySQL claim.
+type cutAfterClaim struct {
+	idempotency.FastLayer
+	once sync.Once
+	cut  func()
+}
+
+func (c *cutAfterClaim) Claim(ctx context.Context, key, owner, ph string, lease time.Duration) (idempotency.FastAnswer, error) {
+	ans, err := c.FastLayer.Claim(ctx, key, owner, ph, lease)
+	c.once.Do(c.cut)
+	return ans, err
+}
+
+func fastDownMidClaim(t *testing.T, h Harness) {
+	defer h.FastUp(t)
+	wrapped := &cutAfterClaim{FastLayer: h.Fast, cut: func() { h.FastDown(t, false) }}
+	e := h.NewEngine(t, idempotency.WithFastLayer(wrapped), idempotency.WithFastBackoff(testBackoff))
+	key := NewKey()
+	res, l := claim(t, e, req(key, "a"))
+	want(t, "decision", res.Decision, idempotency.DecisionFirst)
+	if l == nil {
+		t.Fatal("claim lost when Redis vanished mid-claim")
+	}
+	// With Redis gone, 64 more deliveries and a completion work on the store alone.
+	var owners atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			_, l, err := e.Claim(context.Background(), req(key, fmt.Sprintf("dup-%d", i)))
+			if err != nil {
+				t.Error(err)
+			}
+			if l != nil {
+				owners.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	want(t, "duplicates that took the key", owners.Load(), 0)
+	if err := l.Complete(context.Background(), "ref"); err != nil {
+		t.Fatalf("complete without Redis: %v", err)
+	}
+	if e.Stats().FastErrors == 0 {
+		t.Fatal("Redis failures were not counted")
+	}
+	want(t, "status", get(t, e, key).Status, idempotency.StatusSucceeded)
+}
+
+func fastHangs(t *testing.T, h Harness) {
+	defer h.FastUp(t)
+	e := h.NewEngine(t, idempotency.WithFastTimeout(50*time.Millisecond), idempotency.WithFastBackoff(time.Minute))
+	h.FastDown(t, true)
+	key := NewKey()
+	done := make(chan struct{})
+	var res idempotency.ClaimResult
+	var l *idempotency.Lease
+	go func() { defer close(done); res, l = claim(t, e, req(key, "a")) }()
+	select { // a liveness guard, not a timing assertion: a hung Redis must not hang the claim
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("claim hung behind a hung Redis")
+	}
+	if l == nil {
+		t.Fatalf("decision %s", res.Decision)
+	}
+	_, l2 := claim(t, e, req(key, "b")) // inside the back-off window: Redis is skipped
+	if l2 != nil {
+		t.Fatal("duplicate owns the key")
+	}
+	st := e.Stats()
+	if st.FastErrors == 0 || st.FastSkipped == 0 {
+		t.Fatalf("stats %+v: want errors and skips counted", st)
+	}
+}
+
+func fastStaleRunning(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	// A Redis entry left by a claimant that never reached the store.
+	ghost := NewKey()
+	r := req(ghost, "ghost")
+	if err := h.Fast.Publish(ctx, idempotency.Record{Key: ghost, Status: idempotency.StatusRunning, LeaseOwner: "ghost",
+		PayloadHash: r.PayloadHash}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	res, l := claim(t, e, req(ghost, "b"))
+	want(t, "decision on a stale-only entry", res.Decision, idempotency.DecisionFirst)
+	if l == nil {
+		t.Fatal("stale Redis entry blocked the first claim")
+	}
+	// A crashed owner: its lease expires in both tiers; the takeover goes through.
+	key := NewKey()
+	claim(t, e, short(req(key, "crashed")))
+	time.Sleep(shortLease + 150*time.Millisecond)
+	res, l = claim(t, e, req(key, "b"))
+	want(t, "decision after expiry", res.Decision, idempotency.DecisionTakeover)
+	if l == nil {
+		t.Fatal("stale Redis RUNNING blocked the takeover")
+	}
+}
+
+func fastStaleVsStore(t *testing.T, h Harness) {
+	defer h.FastUp(t)
+	e := h.NewEngine(t, idempotency.WithFastBackoff(testBackoff))
+	key := NewKey()
+	_, l := claim(t, e, short(req(key, "a")))
+	h.FastDown(t, false)
+	if err := l.Complete(context.Background(), "ref"); err != nil { // Redis misses the terminal state
+		t.Fatal(err)
+	}
+	h.FastUp(t)
+	time.Sleep(2 * testBackoff)
+	res, l2 := claim(t, e, req(key, "b"))
+	if l2 != nil {
+		t.Fatal("a duplicate ran a SUCCEEDED key because Redis was stale")
+	}
+	// Redis still mirrors the live claim: safe (in progress), never a second run.
+	if res.Decision != idempotency.DecisionRepeatOther && res.Decision != idempotency.DecisionRepeatDone {
+		t.Fatalf("decision %s", res.Decision)
+	}
+	time.Sleep(shortLease + 150*time.Millisecond)
+	res, l2 = claim(t, e, req(key, "c"))
+	want(t, "after the Redis lease ran out", res.Decision, idempotency.DecisionRepeatDone)
+	if res.Source == "redis" {
+		t.Fatal("the stale mirror answered instead of the store")
+	}
+	if l2 != nil || res.Record.ResultRef != "ref" {
+		t.Fatalf("store answer %+v", res)
+	}
+	res, _ = claim(t, e, req(key, "d"))
+	want(t, "repaired mirror answers", res.Source, "redis")
+	want(t, "result", res.Record.ResultRef, "ref")
+}

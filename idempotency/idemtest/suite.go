@@ -1,0 +1,468 @@
+// Package idemtest is the conformance suite that every idempotency store
+// configuration runs (MySQL alone, Redis + MySQL, embedded, Redis + embedded).
+// It drives the public Engine with real goroutines against the real backends.
+package idemtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+)
+
+// Harness describes one store configuration.
+type Harness struct {
+	// NewEngine builds an engine on the configuration under test. Options are
+	// the test's own (lease, budget) and must be passed on to idempotency.New.
+	NewEngine func(t *testing.T, opts ...idempotency.Option) *idempotency.Engine
+	// Fast is the configuration's fast layer, nil when it has none.
+	Fast idempotency.FastLayer
+	// FastDown makes the fast layer hang (block=true) or vanish; FastUp
+	// restores it. Nil when there is no fast layer.
+	FastDown func(t *testing.T, block bool)
+	FastUp   func(t *testing.T)
+}
+
+// NewKey returns a fresh 64-hex business key.
+func NewKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func req(key, owner string) idempotency.ClaimRequest {
+	return idempotency.ClaimRequest{Key: key, Owner: owner, PayloadHash: "ph-" + key[:8],
+		Meta: idempotency.Meta{TenantID: "t1", TaskType: "summarize", Operation: "summarize", InputVersion: "v1",
+			OriginRequestID: "origin-" + owner, EventSource: "acs:test", EventID: "ev-" + owner,
+			InputRef: "file:///tasks/" + key + "/input.json"}}
+}
+
+const shortLease = 400 * time.Millisecond
+
+// short gives a claim the short lease of a worker that is about to "crash";
+// the claims that follow keep the default lease, so that slow disks (bbolt
+// fsyncs every claim) cannot expire them in the middle of a case.
+func short(r idempotency.ClaimRequest) idempotency.ClaimRequest {
+	r.Lease = shortLease
+	return r
+}
+
+// Run runs every conformance case against h.
+func Run(t *testing.T, h Harness) {
+	t.Run("Race64OneWinner", func(t *testing.T) { race64(t, h) })
+	t.Run("SameOwnerRetryTakesOver", func(t *testing.T) { sameOwner(t, h) })
+	t.Run("TakeoverAfterExpiryIncrementsFenceAndAttempt", func(t *testing.T) { takeoverAfterExpiry(t, h) })
+	t.Run("StaleFenceCannotCompleteFailOrRenew", func(t *testing.T) { staleFence(t, h) })
+	t.Run("ConcurrentTakeoverOneWinner", func(t *testing.T) { concurrentTakeover(t, h) })
+	t.Run("RetryableUntilBudgetSpent", func(t *testing.T) { retryableBudget(t, h) })
+	t.Run("ExpiredLeaseWithBudgetSpentEndsFinal", func(t *testing.T) { expiredExhausted(t, h) })
+	t.Run("FailedFinalIsTerminal", func(t *testing.T) { finalTerminal(t, h) })
+	t.Run("PayloadMismatch", func(t *testing.T) { payloadMismatch(t, h) })
+	t.Run("PerOpKeysRunOnce", func(t *testing.T) { perOp(t, h) })
+	t.Run("DoRunsOnceAndAnswersDuplicates", func(t *testing.T) { doOnce(t, h) })
+	t.Run("DoRecordsPanic", func(t *testing.T) { doPanic(t, h) })
+	t.Run("LeaseNeverOutlivesDeadline", func(t *testing.T) { leaseDeadline(t, h) })
+	if h.Fast != nil {
+		t.Run("FastLayerAnswersDuplicates", func(t *testing.T) { fastAnswers(t, h) })
+		t.Run("FastDownMidClaim", func(t *testing.T) { fastDownMidClaim(t, h) })
+		t.Run("FastHangsIsBounded", func(t *testing.T) { fastHangs(t, h) })
+		t.Run("FastStaleRunningDoesNotBlockTakeover", func(t *testing.T) { fastStaleRunning(t, h) })
+		t.Run("FastStaleVersusStore", func(t *testing.T) { fastStaleVsStore(t, h) })
+	}
+}
+
+func claim(t *testing.T, e *idempotency.Engine, r idempotency.ClaimRequest) (idempotency.ClaimResult, *idempotency.Lease) {
+	t.Helper()
+	res, l, err := e.Claim(context.Background(), r)
+	if err != nil {
+		t.Fatalf("claim %s by %s: %v", r.Key[:8], r.Owner, err)
+	}
+	return res, l
+}
+
+func want[T comparable](t *testing.T, what string, got, exp T) {
+	t.Helper()
+	if got != exp {
+		t.Fatalf("%s = %v, want %v", what, got, exp)
+	}
+}
+
+func get(t *testing.T, e *idempotency.Engine, key string) idempotency.Record {
+	t.Helper()
+	rec, err := e.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	return rec
+}
+
+// race64: 64 goroutines claim one key at once; exactly one owns it, every
+// other sees it in progress, and after completion everyone sees the result.
+func race64(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	var owners atomic.Int32
+	var firsts atomic.Int32
+	var winner atomic.Pointer[idempotency.Lease]
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Go(func() {
+			<-start
+			res, l, err := e.Claim(context.Background(), req(key, fmt.Sprintf("owner-%02d", i)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if l != nil {
+				owners.Add(1)
+				winner.Store(l)
+			}
+			if res.Decision == idempotency.DecisionFirst {
+				firsts.Add(1)
+			}
+			if l == nil && res.Decision != idempotency.DecisionRepeatOther {
+				errs <- fmt.Errorf("loser decision %s, want REPEAT_OTHER", res.Decision)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	want(t, "owners", owners.Load(), 1)
+	want(t, "FIRST decisions", firsts.Load(), 1)
+	l := winner.Load()
+	want(t, "winner fence", l.Fence, 1)
+	if err := l.Complete(context.Background(), "ref-"+key[:8]); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	res, l2 := claim(t, e, req(key, "late"))
+	if l2 != nil || res.Decision != idempotency.DecisionRepeatDone || res.Record.ResultRef != "ref-"+key[:8] {
+		t.Fatalf("after completion: %+v", res)
+	}
+	rec := get(t, e, key)
+	want(t, "status", rec.Status, idempotency.StatusSucceeded)
+	want(t, "attempt", rec.Attempt, 1)
+}
+
+func sameOwner(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	_, l1 := claim(t, e, req(key, "fc-req-1"))
+	res, l2 := claim(t, e, req(key, "fc-req-1"))
+	want(t, "decision", res.Decision, idempotency.DecisionRepeatSame)
+	if l2 == nil {
+		t.Fatal("same owner did not take over")
+	}
+	want(t, "fence", l2.Fence, l1.Fence+1)
+	want(t, "attempt", l2.Attempt, 2)
+	if err := l1.Complete(context.Background(), "old"); !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Fatalf("old fence complete: %v, want ErrLeaseLost", err)
+	}
+	if err := l2.Complete(context.Background(), "new"); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "result", get(t, e, key).ResultRef, "new")
+}
+
+func takeoverAfterExpiry(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	_, l1 := claim(t, e, short(req(key, "a")))
+	res, l := claim(t, e, req(key, "b"))
+	want(t, "decision while live", res.Decision, idempotency.DecisionRepeatOther)
+	if l != nil {
+		t.Fatal("b owns a live lease")
+	}
+	time.Sleep(shortLease + 150*time.Millisecond)
+	res, l2 := claim(t, e, req(key, "b"))
+	want(t, "decision after expiry", res.Decision, idempotency.DecisionTakeover)
+	want(t, "fence", l2.Fence, l1.Fence+1)
+	want(t, "attempt", l2.Attempt, l1.Attempt+1)
+	rec := get(t, e, key)
+	want(t, "lease owner", rec.LeaseOwner, "b")
+	want(t, "stored fence", rec.Fence, l2.Fence)
+	// The first delivery's metadata stays.
+	want(t, "origin request id", rec.OriginRequestID, "origin-a")
+}
+
+func staleFence(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		op   func(l *idempotency.Lease) error
+	}{
+		{"complete", func(l *idempotency.Lease) error { return l.Complete(ctx, "stale") }},
+		{"fail", func(l *idempotency.Lease) error { _, err := l.Fail(ctx, errors.New("x")); return err }},
+		{"renew", func(l *idempotency.Lease) error { return l.Renew(ctx) }},
+		{"step", func(l *idempotency.Lease) error {
+			_, err := l.Step(ctx, "notify", func(context.Context) (string, error) { return "ran", nil })
+			return err
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			key := NewKey()
+			_, stale := claim(t, e, short(req(key, "a")))
+			time.Sleep(shortLease + 150*time.Millisecond)
+			_, fresh := claim(t, e, req(key, "b"))
+			if fresh == nil {
+				t.Fatal("no takeover")
+			}
+			if err := c.op(stale); !errors.Is(err, idempotency.ErrLeaseLost) {
+				t.Fatalf("stale %s: %v, want ErrLeaseLost", c.name, err)
+			}
+			rec := get(t, e, key)
+			want(t, "status", rec.Status, idempotency.StatusRunning)
+			want(t, "owner", rec.LeaseOwner, "b")
+			if err := fresh.Complete(ctx, "fresh"); err != nil {
+				t.Fatalf("fresh complete: %v", err)
+			}
+		})
+	}
+}
+
+func concurrentTakeover(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithMaxAttempts(5))
+	key := NewKey()
+	claim(t, e, short(req(key, "crashed")))
+	time.Sleep(shortLease + 150*time.Millisecond)
+	var owners atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 32 {
+		wg.Go(func() {
+			<-start
+			_, l, err := e.Claim(context.Background(), req(key, fmt.Sprintf("t-%d", i)))
+			if err != nil {
+				t.Error(err)
+			}
+			if l != nil {
+				owners.Add(1)
+				if l.Fence != 2 || l.Attempt != 2 {
+					t.Errorf("takeover fence/attempt %d/%d, want 2/2", l.Fence, l.Attempt)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	want(t, "takeover winners", owners.Load(), 1)
+}
+
+func retryableBudget(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithMaxAttempts(3))
+	ctx := context.Background()
+	key := NewKey()
+	for attempt := 1; attempt <= 3; attempt++ {
+		res, l := claim(t, e, req(key, fmt.Sprintf("d%d", attempt)))
+		if l == nil {
+			t.Fatalf("attempt %d not claimable: %s", attempt, res.Decision)
+		}
+		want(t, "attempt", l.Attempt, attempt)
+		st, err := l.Fail(ctx, idempotency.Retryable("rate_limited", errors.New("429")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := idempotency.StatusFailedRetryable
+		if attempt == 3 {
+			exp = idempotency.StatusFailedFinal
+		}
+		want(t, "status after attempt", st, exp)
+		want(t, "stored status", get(t, e, key).Status, exp)
+	}
+	res, l := claim(t, e, req(key, "d4"))
+	if l != nil {
+		t.Fatal("claimed after the budget was spent")
+	}
+	want(t, "decision", res.Decision, idempotency.DecisionRepeatDone)
+	want(t, "status", res.Record.Status, idempotency.StatusFailedFinal)
+	want(t, "code", res.Record.LastErrorCode, "rate_limited")
+}
+
+func expiredExhausted(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithMaxAttempts(2))
+	key := NewKey()
+	claim(t, e, short(req(key, "a")))
+	time.Sleep(shortLease + 150*time.Millisecond)
+	_, l := claim(t, e, short(req(key, "b")))
+	if l == nil {
+		t.Fatal("no takeover")
+	}
+	time.Sleep(shortLease + 150*time.Millisecond)
+	res, l := claim(t, e, req(key, "c"))
+	if l != nil {
+		t.Fatal("third attempt with a budget of 2")
+	}
+	want(t, "decision", res.Decision, idempotency.DecisionRepeatDone)
+	rec := get(t, e, key)
+	want(t, "status", rec.Status, idempotency.StatusFailedFinal)
+	want(t, "code", rec.LastErrorCode, idempotency.ExhaustedCode)
+}
+
+func finalTerminal(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	_, l := claim(t, e, req(key, "a"))
+	st, err := l.Fail(context.Background(), idempotency.Final("policy_rejected", errors.New("data_inspection_failed")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "status", st, idempotency.StatusFailedFinal)
+	for _, owner := range []string{"a", "b"} { // even the same owner does not run it again
+		res, l := claim(t, e, req(key, owner))
+		if l != nil {
+			t.Fatalf("%s re-claimed a FAILED_FINAL key", owner)
+		}
+		want(t, "decision", res.Decision, idempotency.DecisionRepeatDone)
+		var ie *idempotency.Error
+		if err := idempotency.StoredError(res); !errors.As(err, &ie) || ie.Code != "policy_rejected" || ie.Retryable() {
+			t.Fatalf("stored error %v", err)
+		}
+	}
+}
+
+func payloadMismatch(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	_, l := claim(t, e, req(key, "a"))
+	if err := l.Complete(context.Background(), "ref"); err != nil {
+		t.Fatal(err)
+	}
+	other := req(key, "b")
+	other.PayloadHash = "another-payload"
+	res, l2 := claim(t, e, other)
+	if l2 != nil {
+		t.Fatal("mismatching payload owns the key")
+	}
+	want(t, "decision", res.Decision, idempotency.DecisionPayloadMismatch)
+	rec := get(t, e, key)
+	want(t, "status unchanged", rec.Status, idempotency.StatusSucceeded)
+	want(t, "payload hash unchanged", rec.PayloadHash, "ph-"+key[:8])
+	want(t, "result unchanged", rec.ResultRef, "ref")
+	if !errors.Is(idempotency.StoredError(res), idempotency.ErrPayloadMismatch) {
+		t.Fatal("mismatch not reported as ErrPayloadMismatch")
+	}
+}
+
+func perOp(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	key := NewKey()
+	_, l1 := claim(t, e, short(req(key, "a")))
+	var runs atomic.Int32
+	step := func(context.Context) (string, error) { runs.Add(1); return "sent", nil }
+	for range 2 {
+		out, err := l1.Step(ctx, "notify", step)
+		if err != nil || out != "sent" {
+			t.Fatalf("step: %q %v", out, err)
+		}
+	}
+	want(t, "runs", runs.Load(), 1)
+	// A failing step is re-run by the next attempt, a completed one is not.
+	if _, err := l1.Step(ctx, "flaky", func(context.Context) (string, error) {
+		return "", idempotency.Retryable("timeout", errors.New("slow"))
+	}); err == nil {
+		t.Fatal("flaky step did not fail")
+	}
+	time.Sleep(shortLease + 150*time.Millisecond)
+	_, l2 := claim(t, e, req(key, "b"))
+	if l2 == nil {
+		t.Fatal("no takeover")
+	}
+	if out, err := l2.Step(ctx, "notify", step); err != nil || out != "sent" {
+		t.Fatalf("resumed step: %q %v", out, err)
+	}
+	want(t, "runs after takeover", runs.Load(), 1)
+	out, err := l2.Step(ctx, "flaky", func(context.Context) (string, error) { return "ok", nil })
+	if err != nil || out != "ok" {
+		t.Fatalf("flaky retry: %q %v", out, err)
+	}
+	// The per-op record names K and the op.
+	rec := get(t, e, idempotency.OpKey(key, "notify"))
+	want(t, "parent", rec.ParentKey, key)
+	want(t, "op", rec.Op, "notify")
+	want(t, "status", rec.Status, idempotency.StatusSucceeded)
+}
+
+func doOnce(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	var runs atomic.Int32
+	fn := func(ctx context.Context, l *idempotency.Lease) (string, error) {
+		runs.Add(1)
+		time.Sleep(20 * time.Millisecond)
+		return "result-" + key[:8], nil
+	}
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for i := range 16 {
+		wg.Go(func() {
+			out, err := e.Do(context.Background(), req(key, fmt.Sprintf("o%d", i)), fn)
+			switch {
+			case err == nil && out.Status == idempotency.StatusSucceeded:
+				ok.Add(1)
+			case errors.Is(err, idempotency.ErrInProgress):
+			default:
+				t.Errorf("do: %+v %v", out, err)
+			}
+		})
+	}
+	wg.Wait()
+	want(t, "runs", runs.Load(), 1)
+	out, err := e.Do(context.Background(), req(key, "later"), fn)
+	if err != nil || !out.Duplicate || out.ResultRef != "result-"+key[:8] || out.Status != idempotency.StatusSucceeded {
+		t.Fatalf("duplicate outcome %+v %v", out, err)
+	}
+	want(t, "runs", runs.Load(), 1)
+}
+
+func doPanic(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("panic swallowed")
+			}
+		}()
+		_, _ = e.Do(context.Background(), req(key, "a"), func(context.Context, *idempotency.Lease) (string, error) {
+			panic("boom")
+		})
+	}()
+	rec := get(t, e, key)
+	want(t, "status", rec.Status, idempotency.StatusFailedRetryable)
+	want(t, "code", rec.LastErrorCode, "panic")
+}
+
+func leaseDeadline(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithLease(time.Hour))
+	key := NewKey()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, l, err := e.Claim(ctx, req(key, "a"))
+	if err != nil || l == nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if l.Duration() > 300*time.Millisecond {
+		t.Fatalf("lease %s outlives the 300ms deadline", l.Duration())
+	}
+	<-ctx.Done()
+	time.Sleep(100 * time.Millisecond)
+	_, l2 := claim(t, e, req(key, "b"))
+	if l2 == nil {
+		t.Fatal("the retry after the deadline could not take over")
+	}
+}
