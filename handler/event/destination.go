@@ -1,0 +1,145 @@
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FailureDestination is the message Function Compute 3.0 sends to an async
+// invocation's failure destination (MNS, RocketMQ or another function) once
+// the retries are spent. Shape, as documented under "异步调用目标的事件内容"
+// ("Event payload sent to the destination") in the FC 3.0 result-callback
+// guide (help.aliyun.com/zh/functioncompute/user-guide/result-callback):
+//
+//	{"timestamp":1660120276975,
+//	 "requestContext":{"requestId":"xxx","functionArn":"acs:fc:{region}:{account}:functions/xxx",
+//	                   "condition":"FunctionResourceExhausted","approximateInvokeCount":3},
+//	 "requestPayload":"<the original event, as a string>",
+//	 "responseContext":{"statusCode":200,"functionError":""},
+//	 "responsePayload":""}
+//
+// The FC 3.0 page shows timestamp as Unix milliseconds; the older FC 2.0 page
+// (alibabacloud.com/help/zh/function-compute/latest/result-callback) shows an
+// RFC 3339 string, so both are accepted.
+//
+// A success destination sends the same shape; telling them apart is the
+// caller's business (Condition, StatusCode, FunctionError are all here).
+type FailureDestination struct {
+	// Timestamp is the invocation time (zero when absent).
+	Timestamp              time.Time
+	RequestID              string
+	FunctionARN            string
+	Condition              string
+	ApproximateInvokeCount int
+	StatusCode             int
+	FunctionError          string
+	// RequestPayload is the original invocation body ("" when FC left it out).
+	RequestPayload string
+	// ResponsePayload is kept as the raw JSON value sent, for the record only.
+	ResponsePayload json.RawMessage
+}
+
+type destinationWire struct {
+	Timestamp      json.RawMessage `json:"timestamp"`
+	RequestContext *struct {
+		RequestID              string `json:"requestId"`
+		FunctionARN            string `json:"functionArn"`
+		Condition              string `json:"condition"`
+		ApproximateInvokeCount int    `json:"approximateInvokeCount"`
+	} `json:"requestContext"`
+	RequestPayload  *string `json:"requestPayload"`
+	ResponseContext *struct {
+		StatusCode    int    `json:"statusCode"`
+		FunctionError string `json:"functionError"`
+	} `json:"responseContext"`
+	ResponsePayload json.RawMessage `json:"responsePayload"`
+}
+
+func parseDestination(body []byte) (*FailureDestination, *Error) {
+	var w destinationWire
+	if err := json.Unmarshal(body, &w); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, newError(TypeInvalidRequest, te.Field, "failure-destination message: %s must be %s, got %s", te.Field, te.Type, te.Value)
+		}
+		return nil, newError(TypeInvalidRequest, "", "failure-destination message: %v", err)
+	}
+	if w.RequestContext == nil {
+		return nil, newError(TypeInvalidRequest, "requestContext", "failure-destination message needs a requestContext object")
+	}
+	d := &FailureDestination{
+		RequestID:              w.RequestContext.RequestID,
+		FunctionARN:            w.RequestContext.FunctionARN,
+		Condition:              w.RequestContext.Condition,
+		ApproximateInvokeCount: w.RequestContext.ApproximateInvokeCount,
+		ResponsePayload:        w.ResponsePayload,
+	}
+	ts, terr := destinationTime(w.Timestamp)
+	if terr != nil {
+		return nil, terr
+	}
+	d.Timestamp = ts
+	if w.RequestPayload != nil {
+		d.RequestPayload = *w.RequestPayload
+	}
+	if w.ResponseContext != nil {
+		d.StatusCode = w.ResponseContext.StatusCode
+		d.FunctionError = w.ResponseContext.FunctionError
+	}
+	return d, nil
+}
+
+// OriginalEvent returns the original invocation body carried in a
+// failure-destination message's requestPayload, so replay can re-drive it
+// with the original business key. It fails when inv is not a
+// failure-destination message or the payload is missing or not strict JSON.
+func (inv *Invocation) OriginalEvent() ([]byte, error) {
+	if inv == nil || inv.Kind != KindFailureDestination || inv.Failure == nil {
+		return nil, newError(TypeUnsupportedEvent, "", "not a failure-destination message")
+	}
+	p := []byte(inv.Failure.RequestPayload)
+	if len(p) == 0 {
+		return nil, newError(TypeInvalidRequest, "requestPayload", "the failure-destination message carries no original event (FC drops payloads too large for the destination)")
+	}
+	if err := checkStrictJSON(p); err != nil {
+		err.Field = "requestPayload"
+		return nil, err
+	}
+	return p, nil
+}
+
+// Original parses the original event of a failure-destination message. A
+// payload that is itself a failure-destination message is refused, so a
+// destination wired back to this function cannot replay in a loop.
+func (inv *Invocation) Original() (*Invocation, error) {
+	p, err := inv.OriginalEvent()
+	if err != nil {
+		return nil, err
+	}
+	orig, err := Parse(p)
+	if orig != nil && orig.Kind == KindFailureDestination {
+		return nil, newError(TypeUnsupportedEvent, "requestPayload", "the original event is itself a failure-destination message")
+	}
+	return orig, err
+}
+
+// destinationTime reads timestamp as Unix milliseconds or an RFC 3339 string.
+func destinationTime(raw json.RawMessage) (time.Time, *Error) {
+	if len(raw) == 0 || isNull(raw) {
+		return time.Time{}, nil
+	}
+	if jsonKind(raw) == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				return t, nil
+			}
+		}
+	} else if ms, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err == nil {
+		return time.UnixMilli(ms).UTC(), nil
+	}
+	return time.Time{}, newError(TypeInvalidRequest, "timestamp", "must be Unix milliseconds or an RFC 3339 string, got %s", raw)
+}

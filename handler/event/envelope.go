@@ -1,0 +1,289 @@
+package event
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	ce "github.com/cloudevents/sdk-go/v2/event"
+)
+
+// envelope is a CloudEvent reduced to what the task pipeline keeps. Next to
+// a rejection it holds whatever could be read, to name the event.
+type envelope struct {
+	ID, Source, Type, Subject, Time string
+	DataContentType                 string
+	Extensions                      map[string]string
+	attrs                           map[string]json.RawMessage
+}
+
+// specAttrs are the context attributes and data members CloudEvents 1.0 defines;
+// every other member is an extension attribute.
+var specAttrs = map[string]bool{
+	"specversion": true, "id": true, "source": true, "type": true,
+	"datacontenttype": true, "dataschema": true, "subject": true, "time": true,
+	"data": true, "data_base64": true,
+}
+
+// parseEnvelope validates one CloudEvent in JSON format. Our own checks run
+// first because the SDK is laxer than the conformance corpus: it turns "" into
+// an absent subject/datacontenttype/dataschema, accepts "xyz" as a media type,
+// upper-case extension names and 1.5 as an integer (truncating it). The SDK
+// then parses and validates as well, so anything it refuses is refused too.
+func parseEnvelope(raw []byte) (*envelope, *Error) {
+	var attrs map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &attrs); err != nil || attrs == nil {
+		return nil, newError(TypeInvalidEnvelope, "", "a CloudEvent must be a JSON object")
+	}
+	env := &envelope{attrs: attrs}
+	// Best effort, so that even a rejected event can be named in the outcome.
+	_ = json.Unmarshal(attrs["id"], &env.ID)
+	_ = json.Unmarshal(attrs["source"], &env.Source)
+
+	// Required attributes, in the order the spec lists them.
+	specversion, err := requiredString(attrs, "specversion")
+	if err != nil {
+		return env, err
+	}
+	if specversion != ce.CloudEventsVersionV1 {
+		return env, newError(TypeInvalidEnvelope, "specversion", "unsupported specversion %q: only %q is accepted", specversion, ce.CloudEventsVersionV1)
+	}
+	if env.ID, err = requiredString(attrs, "id"); err != nil {
+		return env, err
+	}
+	if env.Source, err = requiredString(attrs, "source"); err != nil {
+		return env, err
+	}
+	if _, perr := url.Parse(env.Source); perr != nil {
+		return env, newError(TypeInvalidEnvelope, "source", "not a URI-reference: %v", perr)
+	}
+	if env.Type, err = requiredString(attrs, "type"); err != nil {
+		return env, err
+	}
+
+	// Optional attributes: absent or null, else a non-empty, well-formed string.
+	if env.DataContentType, err = optionalString(attrs, "datacontenttype"); err != nil {
+		return env, err
+	}
+	if env.DataContentType != "" {
+		if msg := checkMediaType(env.DataContentType); msg != "" {
+			return env, newError(TypeInvalidEnvelope, "datacontenttype", "%s", msg)
+		}
+	}
+	schema, err := optionalString(attrs, "dataschema")
+	if err != nil {
+		return env, err
+	}
+	if schema != "" {
+		if u, perr := url.Parse(schema); perr != nil || !u.IsAbs() {
+			return env, newError(TypeInvalidEnvelope, "dataschema", "must be an absolute URI, got %q", schema)
+		}
+	}
+	if env.Subject, err = optionalString(attrs, "subject"); err != nil {
+		return env, err
+	}
+	if env.Time, err = optionalString(attrs, "time"); err != nil {
+		return env, err
+	}
+	if env.Time != "" {
+		if _, perr := time.Parse(time.RFC3339Nano, env.Time); perr != nil {
+			return env, newError(TypeInvalidEnvelope, "time", "not an RFC 3339 timestamp: %q", env.Time)
+		}
+	}
+
+	// data and data_base64 are mutually exclusive (JSON format §3.1).
+	if present(attrs, "data") && present(attrs, "data_base64") {
+		return env, newError(TypeInvalidEnvelope, "data_base64", "an event must not carry both data and data_base64")
+	}
+	if present(attrs, "data_base64") {
+		var s string
+		if json.Unmarshal(attrs["data_base64"], &s) != nil {
+			return env, newError(TypeInvalidEnvelope, "data_base64", "must be a JSON string")
+		}
+		if _, derr := base64.StdEncoding.DecodeString(s); derr != nil {
+			return env, newError(TypeInvalidEnvelope, "data_base64", "not valid base64: %v", derr)
+		}
+	}
+
+	// Extensions, in name order so the first error reported is deterministic.
+	names := make([]string, 0, len(attrs))
+	for k := range attrs {
+		if !specAttrs[k] {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if !validAttrName(name) {
+			return env, newError(TypeInvalidEnvelope, name, "attribute names must consist of lower-case ASCII letters and digits only")
+		}
+		v, verr := extensionValue(attrs[name])
+		if verr != "" {
+			return env, newError(TypeInvalidEnvelope, name, "%s", verr)
+		}
+		if v == "" && isNull(attrs[name]) {
+			continue // null means absent
+		}
+		if env.Extensions == nil {
+			env.Extensions = map[string]string{}
+		}
+		env.Extensions[name] = v
+	}
+
+	// The SDK has the last word: it parses with its own reader and validates.
+	// It is handed the event without null members: the JSON format treats
+	// null as absent, but the SDK reads a null datacontenttype that follows
+	// specversion as "" and then refuses it (corpus validMinimalWithNullForOptional).
+	sdkRaw := raw
+	if stripped, changed := withoutNulls(attrs); changed {
+		sdkRaw = stripped
+	}
+	var e ce.Event
+	if uerr := e.UnmarshalJSON(sdkRaw); uerr != nil {
+		return env, sdkError(uerr)
+	}
+	if verr := e.Validate(); verr != nil {
+		return env, sdkError(verr)
+	}
+	return env, nil
+}
+
+// sdkError turns an SDK error into an envelope error, naming the attribute
+// when the SDK says which one (a ValidationError is a map attribute → error).
+func sdkError(err error) *Error {
+	var ve ce.ValidationError
+	if errors.As(err, &ve) && len(ve) > 0 {
+		keys := make([]string, 0, len(ve))
+		for k := range ve {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		return newError(TypeInvalidEnvelope, keys[0], "rejected by the CloudEvents SDK: %v", ve[keys[0]])
+	}
+	return newError(TypeInvalidEnvelope, "", "rejected by the CloudEvents SDK: %v", err)
+}
+
+func requiredString(attrs map[string]json.RawMessage, name string) (string, *Error) {
+	raw, ok := attrs[name]
+	if !ok || isNull(raw) {
+		return "", newError(TypeInvalidEnvelope, name, "required attribute is missing")
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", newError(TypeInvalidEnvelope, name, "must be a JSON string")
+	}
+	if s == "" {
+		return "", newError(TypeInvalidEnvelope, name, "must be a non-empty string")
+	}
+	return s, nil
+}
+
+// optionalString returns "" for an absent or null attribute; a present one
+// must be a non-empty string (corpus: invalidEmptySubject and friends).
+func optionalString(attrs map[string]json.RawMessage, name string) (string, *Error) {
+	if !present(attrs, name) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(attrs[name], &s) != nil {
+		return "", newError(TypeInvalidEnvelope, name, "must be a JSON string or null")
+	}
+	if s == "" {
+		return "", newError(TypeInvalidEnvelope, name, "must be non-empty when present")
+	}
+	return s, nil
+}
+
+// checkMediaType enforces RFC 2046 "type/subtype[; params]" and returns a
+// reason, or "" when the value is fine. mime.ParseMediaType alone accepts "xyz".
+func checkMediaType(v string) string {
+	mt, _, err := mime.ParseMediaType(v)
+	if err != nil {
+		return "not an RFC 2046 media type: " + err.Error()
+	}
+	typ, sub, ok := strings.Cut(mt, "/")
+	if !ok || typ == "" || sub == "" || strings.Contains(sub, "/") {
+		return "not an RFC 2046 media type (want type/subtype): " + strconv.Quote(v)
+	}
+	return ""
+}
+
+func validAttrName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// extensionValue checks an extension's JSON value against the CloudEvents type
+// system and returns its canonical string form, or a reason it is refused.
+// JSON carries Boolean as true/false, Integer as a number in the signed 32-bit
+// range, and String/URI/URI-reference/Timestamp/Binary as strings. Objects,
+// arrays and non-integral numbers have no CloudEvents type.
+func extensionValue(raw json.RawMessage) (string, string) {
+	switch jsonKind(raw) {
+	case 'n':
+		return "", ""
+	case 't', 'f':
+		var b bool
+		if json.Unmarshal(raw, &b) != nil {
+			return "", "not a valid boolean"
+		}
+		return strconv.FormatBool(b), ""
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", "not a valid string"
+		}
+		return s, ""
+	case '{', '[':
+		return "", "extension values must be a string, boolean or integer, not an object or array"
+	default:
+		n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 32)
+		if err != nil {
+			return "", "extension numbers must be integers in the signed 32-bit range, got " + strings.TrimSpace(string(raw))
+		}
+		return strconv.FormatInt(n, 10), ""
+	}
+}
+
+// isJSONMediaType mirrors the SDK's notion of JSON data (absent, application/json,
+// text/json, application/cloudevents[-batch]+json; parameters ignored), because
+// the SDK decides whether a data member may be a JSON value or must be a string.
+func isJSONMediaType(dct string) bool {
+	mt, _, _ := strings.Cut(dct, ";")
+	switch strings.TrimSpace(mt) {
+	case "", ce.ApplicationJSON, ce.TextJSON, ce.ApplicationCloudEventsJSON, ce.ApplicationCloudEventsBatchJSON:
+		return true
+	}
+	return false
+}
+
+func withoutNulls(attrs map[string]json.RawMessage) ([]byte, bool) {
+	kept := make(map[string]json.RawMessage, len(attrs))
+	for k, v := range attrs {
+		if !isNull(v) {
+			kept[k] = v
+		}
+	}
+	if len(kept) == len(attrs) {
+		return nil, false
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return nil, false // cannot happen: every value came from valid JSON
+	}
+	return b, true
+}

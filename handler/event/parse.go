@@ -1,0 +1,209 @@
+// Package event turns a Function Compute invocation body into typed work: task
+// events (one CloudEvent or an event-streaming batch), the sweep timer, and
+// async-invocation failure-destination messages (for replay).
+//
+// Parse decides the kind from the shape of the body, in this order:
+//
+//  1. The body must be exactly one JSON value, valid UTF-8, with no repeated
+//     object key (see checkStrictJSON); otherwise malformed_event.
+//  2. A JSON array is an event-streaming batch (KindBatch); every member is
+//     judged as a CloudEvent.
+//  3. A JSON object with a "specversion" member is a CloudEvent (KindSingle).
+//  4. A JSON object with "requestContext" is an FC failure-destination message
+//     (KindFailureDestination); one with "triggerTime" or "triggerName" is an
+//     FC timer event (KindTimer). These camelCase names can never be
+//     attributes of a valid CloudEvent (attribute names are lower-case), so
+//     rule 3 never hides them; an object carrying markers of both is refused
+//     as ambiguous (unsupported_event).
+//  5. Any other object that has a CloudEvents member (id, source, type, data,
+//     data_base64, ...) is judged as a CloudEvent, so a missing specversion is
+//     an invalid_envelope naming it; an object with none of them, and any
+//     scalar body, is unsupported_event / malformed_event.
+//
+// An EventBridge dead-letter event is not a kind of its own: EventBridge
+// writes the undelivered event itself to the dead-letter queue, so it parses
+// as KindSingle (or KindBatch) exactly like the first delivery, and replaying
+// it derives the same business key.
+//
+// Every rejection is an *Error with a precise Type; all of them are FINAL
+// (DESIGN §4.9). Nothing is dropped silently: a batch keeps an error per
+// rejected member next to the members that passed.
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Kind says what an invocation body is.
+type Kind string
+
+const (
+	// KindSingle is one CloudEvents 1.0 JSON object as EventBridge delivers it.
+	KindSingle Kind = "single"
+	// KindBatch is a JSON array of CloudEvents (event-streaming mode).
+	KindBatch Kind = "batch"
+	// KindTimer is an FC timer-trigger event.
+	KindTimer Kind = "timer"
+	// KindFailureDestination is an FC async-invocation failure-destination message.
+	KindFailureDestination Kind = "failure_destination"
+)
+
+// Invocation is a parsed body.
+type Invocation struct {
+	Kind Kind
+	// Size is the number of events in the body: 1 for KindSingle, the array
+	// length for KindBatch, 0 for the other kinds.
+	Size int
+	// Tasks are the accepted task events in body order (Task.Index is the
+	// position). For a batch, process each exactly once even when BatchErr is set.
+	Tasks []*Task
+	// Rejected holds one error per rejected event, in body order. For a batch,
+	// Error.Index is the member's position; len(Tasks)+len(Rejected) == Size.
+	Rejected []*Error
+	// BatchErr is set when any batch member was rejected: the batch as a whole
+	// is invalid and must be answered as a failure so it reaches the
+	// dead-letter queue whole (DESIGN §4.3). Parse also returns it.
+	BatchErr *Error
+	// Timer is set for KindTimer.
+	Timer *Timer
+	// Failure is set for KindFailureDestination.
+	Failure *FailureDestination
+}
+
+// Parse parses an FC invocation body.
+//
+// A nil Invocation comes only with a malformed_event or unsupported_event
+// error: the body has no recognisable kind. Otherwise Kind is set even when
+// err is not nil, so the caller can label the failure; for KindBatch the
+// accepted members are in Tasks and err is BatchErr. Every non-nil error is
+// an *Error.
+func Parse(body []byte) (*Invocation, error) {
+	if err := checkStrictJSON(body); err != nil {
+		return nil, err
+	}
+	switch jsonKind(body) {
+	case '[':
+		return parseBatch(body)
+	case '{':
+	default:
+		return nil, newError(TypeMalformedEvent, "", "the body must be a JSON object or array")
+	}
+
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, newError(TypeMalformedEvent, "", "not a JSON object: %v", err)
+	}
+	_, isCE := obj["specversion"]
+	_, isDest := obj["requestContext"]
+	_, hasTime := obj["triggerTime"]
+	_, hasName := obj["triggerName"]
+	isTimer := hasTime || hasName
+	switch {
+	case isCE:
+		return parseSingle(body)
+	case isDest && isTimer:
+		return nil, newError(TypeUnsupportedEvent, "", "ambiguous body: has both failure-destination (requestContext) and timer (triggerTime/triggerName) members")
+	case isDest:
+		d, err := parseDestination(body)
+		if err != nil {
+			return &Invocation{Kind: KindFailureDestination}, err
+		}
+		return &Invocation{Kind: KindFailureDestination, Failure: d}, nil
+	case isTimer:
+		t, err := parseTimer(obj)
+		if err != nil {
+			return &Invocation{Kind: KindTimer}, err
+		}
+		return &Invocation{Kind: KindTimer, Timer: t}, nil
+	case looksLikeCloudEvent(obj):
+		return parseSingle(body)
+	default:
+		return nil, newError(TypeUnsupportedEvent, "", "unrecognised event: not a CloudEvent, timer or failure-destination message")
+	}
+}
+
+// looksLikeCloudEvent: any CloudEvents member makes the object an (attempted)
+// CloudEvent, so that e.g. a missing specversion is reported as such.
+func looksLikeCloudEvent(obj map[string]json.RawMessage) bool {
+	for k := range specAttrs {
+		if _, ok := obj[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func parseSingle(body []byte) (*Invocation, error) {
+	inv := &Invocation{Kind: KindSingle, Size: 1}
+	t, err := parseMember(body, -1)
+	if err != nil {
+		inv.Rejected = []*Error{err}
+		return inv, err
+	}
+	inv.Tasks = []*Task{t}
+	return inv, nil
+}
+
+func parseBatch(body []byte) (*Invocation, error) {
+	var members []json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		return nil, newError(TypeMalformedEvent, "", "not a JSON array: %v", err)
+	}
+	inv := &Invocation{Kind: KindBatch, Size: len(members)}
+	for i, m := range members {
+		t, err := parseMember(m, i)
+		if err != nil {
+			inv.Rejected = append(inv.Rejected, err)
+			continue
+		}
+		inv.Tasks = append(inv.Tasks, t)
+	}
+	if len(inv.Rejected) == 0 {
+		return inv, nil
+	}
+	inv.BatchErr = batchError(inv)
+	return inv, inv.BatchErr
+}
+
+// parseMember validates one CloudEvent and extracts its task. index is the
+// batch position, -1 for a single event.
+func parseMember(raw []byte, index int) (*Task, *Error) {
+	var (
+		env *envelope
+		err *Error
+	)
+	if jsonKind(raw) != '{' {
+		err = newError(TypeInvalidEnvelope, "", "a batch member must be a CloudEvent JSON object")
+	} else if env, err = parseEnvelope(raw); err == nil {
+		var t *Task
+		if t, err = taskFromEnvelope(env); err == nil {
+			t.Index = max(index, 0)
+			t.Raw = json.RawMessage(raw)
+			return t, nil
+		}
+	}
+	err.Index = index
+	if env != nil {
+		err.EventSource, err.EventID = env.Source, env.ID
+	}
+	return nil, err
+}
+
+func batchError(inv *Invocation) *Error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d events rejected", len(inv.Rejected), inv.Size)
+	for i, r := range inv.Rejected {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(inv.Rejected)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; [%d] %s", r.Index, r.Type)
+		if r.Field != "" {
+			fmt.Fprintf(&b, " %s", r.Field)
+		}
+		fmt.Fprintf(&b, ": %s", r.Msg)
+	}
+	return &Error{Type: TypeInvalidBatch, Msg: b.String(), Index: -1}
+}

@@ -1,0 +1,199 @@
+package event
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/url"
+	"strings"
+)
+
+// Task is one task event: the data of DESIGN §4.3 plus the envelope fields the
+// durable record keeps.
+type Task struct {
+	TenantID  string
+	TaskType  string
+	Operation string
+	// Input is the "input" JSON object exactly as received.
+	Input json.RawMessage
+	// InputVersion, RequestID and IdempotencyKey are "" when the event omits them
+	// (input_version then defaults to sha256 of JCS(input), done by the caller).
+	InputVersion   string
+	RequestID      string
+	IdempotencyKey string
+	Notify         *Notify
+	// Data is the whole data object, unknown fields included, for the layer-3
+	// fingerprint. When EventBridge delivered data as a JSON string holding the
+	// object, or as data_base64, Data is the decoded object, so the fingerprint
+	// does not depend on how the event was transported.
+	Data json.RawMessage
+
+	// Envelope fields kept for the record.
+	EventSource string
+	EventID     string
+	EventType   string
+	Subject     string
+	// Time is the event's time attribute as sent ("" when absent).
+	Time            string
+	DataContentType string
+	// Extensions holds extension attributes (aliyunaccountid, aliyunpublishtime,
+	// aliyuneventbusname, aliyunregionid, ...) in their canonical string form.
+	Extensions map[string]string
+	// Index is the event's position in a batch body; 0 for a single event.
+	Index int
+	// Raw is the event's own JSON bytes, for dead-lettering or storing as received.
+	Raw json.RawMessage
+}
+
+// Notify is the optional notify side effect (DESIGN §4.12).
+type Notify struct {
+	URL string `json:"url"`
+}
+
+// taskFromEnvelope extracts the task from a validated CloudEvent.
+//
+// Accepted forms of data, decided here once:
+//   - a JSON object (the normal EventBridge delivery);
+//   - a JSON string whose content is a JSON object, when datacontenttype is
+//     JSON or absent: EventBridge stringifies data that was put as a string,
+//     so a producer that serialised its payload itself still works;
+//   - data_base64 whose decoded bytes are a JSON object, when datacontenttype is
+//     JSON or absent (event streams with Base64 encoding enabled).
+//
+// Anything else (absent, null, an array, a number, text/plain content, binary
+// that is not JSON) is invalid_request on field "data".
+func taskFromEnvelope(env *envelope) (*Task, *Error) {
+	data, err := dataObject(env)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil {
+		return nil, newError(TypeInvalidRequest, "data", "must be a JSON object")
+	}
+	t := &Task{
+		Data:            data,
+		EventSource:     env.Source,
+		EventID:         env.ID,
+		EventType:       env.Type,
+		Subject:         env.Subject,
+		Time:            env.Time,
+		DataContentType: env.DataContentType,
+		Extensions:      env.Extensions,
+	}
+	for _, f := range []struct {
+		name     string
+		dst      *string
+		required bool
+	}{
+		{"tenant_id", &t.TenantID, true},
+		{"task_type", &t.TaskType, true},
+		{"operation", &t.Operation, true},
+		{"input_version", &t.InputVersion, false},
+		{"request_id", &t.RequestID, false},
+		{"idempotency_key", &t.IdempotencyKey, false},
+	} {
+		if *f.dst, err = identifier(fields, f.name, f.required); err != nil {
+			return nil, err
+		}
+	}
+	in, ok := fields["input"]
+	if !ok || isNull(in) {
+		return nil, newError(TypeInvalidRequest, "input", "required field is missing")
+	}
+	if jsonKind(in) != '{' {
+		return nil, newError(TypeInvalidRequest, "input", "must be a JSON object")
+	}
+	t.Input = in
+	if present(fields, "notify") {
+		var n struct {
+			URL *string `json:"url"`
+		}
+		if jsonKind(fields["notify"]) != '{' || json.Unmarshal(fields["notify"], &n) != nil {
+			return nil, newError(TypeInvalidRequest, "notify", `must be an object {"url": "https://..."}`)
+		}
+		if n.URL == nil {
+			return nil, newError(TypeInvalidRequest, "notify.url", "required when notify is given")
+		}
+		u, perr := url.Parse(*n.URL)
+		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, newError(TypeInvalidRequest, "notify.url", "must be an absolute http(s) URL, got %q", *n.URL)
+		}
+		t.Notify = &Notify{URL: *n.URL}
+	}
+	return t, nil
+}
+
+func dataObject(env *envelope) (json.RawMessage, *Error) {
+	jsonCT := isJSONMediaType(env.DataContentType)
+	switch {
+	case present(env.attrs, "data_base64"):
+		if !jsonCT {
+			return nil, newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
+		}
+		var s string
+		_ = json.Unmarshal(env.attrs["data_base64"], &s) // checked by parseEnvelope
+		b, derr := base64.StdEncoding.DecodeString(s)
+		if derr != nil {
+			return nil, newError(TypeInvalidEnvelope, "data_base64", "not valid base64: %v", derr)
+		}
+		return embeddedObject(b, "data_base64")
+	case present(env.attrs, "data"):
+		raw := env.attrs["data"]
+		switch jsonKind(raw) {
+		case '{':
+			if !jsonCT {
+				return nil, newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
+			}
+			return raw, nil
+		case '"':
+			if !jsonCT {
+				return nil, newError(TypeInvalidRequest, "data", "task data must be a JSON object, but datacontenttype is %q", env.DataContentType)
+			}
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				return nil, newError(TypeInvalidRequest, "data", "not a valid JSON string")
+			}
+			return embeddedObject([]byte(s), "data")
+		default:
+			return nil, newError(TypeInvalidRequest, "data", "must be a JSON object")
+		}
+	default:
+		return nil, newError(TypeInvalidRequest, "data", "required: a task event carries its task in data")
+	}
+}
+
+// embeddedObject accepts JSON carried inside a string or base64 only when it
+// is itself strict JSON and an object.
+func embeddedObject(b []byte, field string) (json.RawMessage, *Error) {
+	if err := checkStrictJSON(b); err != nil {
+		return nil, newError(TypeInvalidRequest, field, "does not hold a JSON object: %s", err.Msg)
+	}
+	if jsonKind(b) != '{' {
+		return nil, newError(TypeInvalidRequest, field, "does not hold a JSON object")
+	}
+	return json.RawMessage(strings.TrimSpace(string(b))), nil
+}
+
+// identifier reads a string field that feeds the business key. Null counts as
+// absent. Values are never trimmed or rewritten: " t1" and "t1" would derive
+// different keys and defeat double-submit detection, so surrounding white
+// space is refused instead.
+func identifier(fields map[string]json.RawMessage, name string, required bool) (string, *Error) {
+	if !present(fields, name) {
+		if required {
+			return "", newError(TypeInvalidRequest, name, "required field is missing")
+		}
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(fields[name], &s) != nil {
+		return "", newError(TypeInvalidRequest, name, "must be a string")
+	}
+	if s == "" {
+		return "", newError(TypeInvalidRequest, name, "must be non-empty when present")
+	}
+	if strings.TrimSpace(s) != s {
+		return "", newError(TypeInvalidRequest, name, "must not start or end with white space")
+	}
+	return s, nil
+}
