@@ -2,14 +2,14 @@ package idempotency
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
 // Defaults of the engine's options (DESIGN §4.4).
@@ -198,13 +198,6 @@ func (e *Engine) fastDo(ctx context.Context, op string, call func(context.Contex
 	return true
 }
 
-// OpKey is the key of the per-operation record of op under K (DESIGN §4.5):
-// hex(sha256("K:<op>")).
-func OpKey(k, op string) string {
-	sum := sha256.Sum256([]byte(k + ":" + op))
-	return hex.EncodeToString(sum[:])
-}
-
 // stepAttempts: a step has no budget of its own; its parent's bounds it.
 const stepAttempts = math.MaxInt32
 
@@ -298,7 +291,7 @@ func truncate(s string, n int) string {
 // the steps it completed. The step claim is refused (ErrLeaseLost) once this
 // lease's fence is stale.
 func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context) (string, error)) (string, error) {
-	req := ClaimRequest{Key: OpKey(l.Key, op), Owner: l.Owner, Lease: l.lease, MaxAttempts: stepAttempts,
+	req := ClaimRequest{Key: keys.OpKey(l.Key, op), Owner: l.Owner, Lease: l.lease, MaxAttempts: stepAttempts,
 		Meta: Meta{ParentKey: l.Key, Op: op}}
 	if dl, ok := ctx.Deadline(); ok {
 		req.Lease = min(req.Lease, time.Until(dl))
@@ -370,4 +363,13 @@ func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func()) {
 		}
 	}()
 	return kctx, func() { close(done); cancel(nil) }
+}
+
+// Attach returns a handle on a record that this caller finished earlier (or
+// that the same FC request, retried, finished): only [Lease.Step] is useful on
+// it, to run the steps that follow completion (publish, notify) once per key.
+// Step refuses with ErrLeaseLost if the record's fence moved on.
+func (e *Engine) Attach(rec Record, owner string) *Lease {
+	return &Lease{e: e, Key: rec.Key, Fence: rec.Fence, Attempt: rec.Attempt, Owner: owner, lease: e.o.lease,
+		maxAttempts: e.o.maxAttempts, payloadHash: rec.PayloadHash}
 }

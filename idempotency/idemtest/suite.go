@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
 // Harness describes one store configuration.
@@ -391,7 +392,7 @@ func perOp(t *testing.T, h Harness) {
 		t.Fatalf("flaky retry: %q %v", out, err)
 	}
 	// The per-op record names K and the op.
-	rec := get(t, e, idempotency.OpKey(key, "notify"))
+	rec := get(t, e, keys.OpKey(key, "notify"))
 	want(t, "parent", rec.ParentKey, key)
 	want(t, "op", rec.Op, "notify")
 	want(t, "status", rec.Status, idempotency.StatusSucceeded)

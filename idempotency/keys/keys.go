@@ -1,0 +1,154 @@
+// Package keys derives the identifiers of DESIGN.md §4.3 from a task event:
+// the business key K, the default input_version, the payload hash stored
+// with the record, the event fingerprint, and the keys of per-operation
+// side-effect records (§4.5).
+//
+// Everything is hashed over RFC 8785 canonical JSON (package jcs), so member
+// order and whitespace in the event never change a key, while any difference
+// in meaning does.
+package keys
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/idempotency/jcs"
+)
+
+var (
+	// ErrMissingField reports an absent or empty required field
+	// (tenant_id, task_type, operation, input); the message names it.
+	ErrMissingField = errors.New("keys: missing required field")
+	// ErrInvalidField reports a field that cannot be hashed unambiguously:
+	// input that JCS rejects (the error also wraps the jcs sentinel) or a
+	// string field that is not valid UTF-8.
+	ErrInvalidField = errors.New("keys: invalid field")
+)
+
+// Fields are the parts of a task event's data that keys depend on.
+type Fields struct {
+	TenantID  string
+	TaskType  string
+	Operation string
+	// Input is the event's "input" value as raw JSON; a JSON null counts as
+	// missing.
+	Input json.RawMessage
+	// InputVersion, when non-empty, is used as given instead of being
+	// derived from Input.
+	InputVersion string
+	// IdempotencyKey, when non-empty, replaces the content-derived key with
+	// one namespaced by TenantID only.
+	IdempotencyKey string
+}
+
+// Derived holds the identifiers computed from Fields.
+type Derived struct {
+	// Key is K: 64 lowercase hex characters.
+	Key string
+	// InputVersion is the effective input_version (given or derived).
+	InputVersion string
+	// PayloadHash identifies what K was asked to do, so that a reused
+	// explicit idempotency_key with other content can be refused.
+	PayloadHash string
+}
+
+// Derive computes K, input_version and payload_hash as §4.3 specifies.
+func Derive(f Fields) (Derived, error) {
+	for _, fld := range []struct{ name, value string }{
+		{"tenant_id", f.TenantID},
+		{"task_type", f.TaskType},
+		{"operation", f.Operation},
+	} {
+		if fld.value == "" {
+			return Derived{}, fmt.Errorf("%w: %s", ErrMissingField, fld.name)
+		}
+	}
+	// encoding/json would turn invalid UTF-8 into U+FFFD, making distinct
+	// byte strings hash alike; refuse them instead.
+	for _, fld := range []struct{ name, value string }{
+		{"tenant_id", f.TenantID},
+		{"task_type", f.TaskType},
+		{"operation", f.Operation},
+		{"input_version", f.InputVersion},
+		{"idempotency_key", f.IdempotencyKey},
+	} {
+		if !utf8.ValidString(fld.value) {
+			return Derived{}, fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidField, fld.name)
+		}
+	}
+	if v := bytes.Trim(f.Input, " \t\r\n"); len(v) == 0 || string(v) == "null" {
+		return Derived{}, fmt.Errorf("%w: input", ErrMissingField)
+	}
+	// Canonicalize even when input_version is given: an input JCS rejects
+	// (duplicate names, lone surrogates, …) is invalid whichever way K is
+	// formed.
+	canon, err := jcs.Canonicalize(f.Input)
+	if err != nil {
+		return Derived{}, fmt.Errorf("%w: input: %w", ErrInvalidField, err)
+	}
+
+	d := Derived{InputVersion: f.InputVersion}
+	if d.InputVersion == "" {
+		d.InputVersion = "sha256:" + sum(canon)
+	}
+	if f.IdempotencyKey != "" {
+		d.Key, err = hashJSON(map[string]string{
+			"tenant_id":       f.TenantID,
+			"idempotency_key": f.IdempotencyKey,
+		})
+	} else {
+		d.Key, err = hashJSON(map[string]string{
+			"tenant_id":     f.TenantID,
+			"task_type":     f.TaskType,
+			"input_version": d.InputVersion,
+			"operation":     f.Operation,
+		})
+	}
+	if err != nil {
+		return Derived{}, err
+	}
+	d.PayloadHash, err = hashJSON(map[string]string{
+		"task_type":     f.TaskType,
+		"operation":     f.Operation,
+		"input_version": d.InputVersion,
+	})
+	if err != nil {
+		return Derived{}, err
+	}
+	return d, nil
+}
+
+// Fingerprint returns hex(sha256(JCS(data))), the layer-3 fingerprint of an
+// event's data.
+func Fingerprint(data json.RawMessage) (string, error) {
+	canon, err := jcs.Canonicalize(data)
+	if err != nil {
+		return "", fmt.Errorf("keys: fingerprint: %w", err)
+	}
+	return sum(canon), nil
+}
+
+// OpKey returns the record key of side effect op under K:
+// hex(sha256(K + ":" + op)).
+func OpKey(k, op string) string {
+	return sum([]byte(k + ":" + op))
+}
+
+func hashJSON(v map[string]string) (string, error) {
+	canon, err := jcs.Marshal(v)
+	if err != nil {
+		// Unreachable for valid UTF-8 strings, which Derive has checked.
+		return "", fmt.Errorf("keys: canonicalize key document: %w", err)
+	}
+	return sum(canon), nil
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}

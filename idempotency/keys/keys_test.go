@@ -1,0 +1,322 @@
+package keys
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/idemgate/idemgate/idempotency/jcs"
+)
+
+// The committed golden file was computed independently (Python's json module
+// with sort_keys on ASCII-ordered member names); -update rewrites the
+// expectations from this implementation, so check its diff by hand.
+var update = flag.Bool("update", false, "rewrite testdata/keys.golden.json from the current implementation")
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+type goldenFields struct {
+	TenantID       string          `json:"tenant_id"`
+	TaskType       string          `json:"task_type"`
+	Operation      string          `json:"operation"`
+	Input          json.RawMessage `json:"input"`
+	InputVersion   string          `json:"input_version,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+type goldenCase struct {
+	Name         string       `json:"name"`
+	Fields       goldenFields `json:"fields"`
+	Key          string       `json:"key"`
+	InputVersion string       `json:"input_version"`
+	PayloadHash  string       `json:"payload_hash"`
+	NotifyOpKey  string       `json:"notify_op_key"`
+}
+
+func (g goldenFields) fields() Fields {
+	return Fields{
+		TenantID:       g.TenantID,
+		TaskType:       g.TaskType,
+		Operation:      g.Operation,
+		Input:          g.Input,
+		InputVersion:   g.InputVersion,
+		IdempotencyKey: g.IdempotencyKey,
+	}
+}
+
+func mustDerive(t *testing.T, f Fields) Derived {
+	t.Helper()
+	d, err := Derive(f)
+	if err != nil {
+		t.Fatalf("Derive(%+v): %v", f, err)
+	}
+	for name, h := range map[string]string{"key": d.Key, "payload_hash": d.PayloadHash} {
+		if !hex64.MatchString(h) {
+			t.Fatalf("%s %q is not 64 lowercase hex", name, h)
+		}
+	}
+	return d
+}
+
+func TestGolden(t *testing.T) {
+	path := filepath.Join("testdata", "keys.golden.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []goldenCase
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatal("no golden cases")
+	}
+	if *update {
+		for i := range cases {
+			d := mustDerive(t, cases[i].Fields.fields())
+			cases[i].Key, cases[i].InputVersion, cases[i].PayloadHash = d.Key, d.InputVersion, d.PayloadHash
+			cases[i].NotifyOpKey = OpKey(d.Key, "notify")
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(cases); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			d := mustDerive(t, tc.Fields.fields())
+			if d.Key != tc.Key {
+				t.Errorf("key %s, want %s", d.Key, tc.Key)
+			}
+			if d.InputVersion != tc.InputVersion {
+				t.Errorf("input_version %s, want %s", d.InputVersion, tc.InputVersion)
+			}
+			if d.PayloadHash != tc.PayloadHash {
+				t.Errorf("payload_hash %s, want %s", d.PayloadHash, tc.PayloadHash)
+			}
+			if got := OpKey(d.Key, "notify"); got != tc.NotifyOpKey {
+				t.Errorf("OpKey(K, notify) %s, want %s", got, tc.NotifyOpKey)
+			}
+		})
+	}
+}
+
+func base(input string) Fields {
+	return Fields{TenantID: "t-1", TaskType: "summarize", Operation: "create", Input: json.RawMessage(input)}
+}
+
+// TestInputSpellingNeverChangesKey: every spelling of the same JSON value
+// yields the same K, input_version and payload_hash.
+func TestInputSpellingNeverChangesKey(t *testing.T) {
+	want := mustDerive(t, base(`{"doc":"hello","lang":"en","n":[1,2.5,1000],"o":{"a":true,"b":null}}`))
+	tests := []struct{ name, input string }{
+		{"members reordered", `{"o":{"b":null,"a":true},"n":[1,2.5,1000],"lang":"en","doc":"hello"}`},
+		{"indented", "{\n  \"doc\": \"hello\",\n  \"lang\": \"en\",\n  \"n\": [\n    1,\n    2.5,\n    1000\n  ],\n  \"o\": {\"a\": true, \"b\": null}\n}"},
+		{"tabs and CRLF", "{\r\n\t\"lang\" :\t\"en\" ,\r\n\t\"doc\":\"hello\",\"n\":[1,2.5,1000],\"o\":{\"b\":null,\"a\":true}\r\n}"},
+		{"surrounding whitespace", "  \n{\"doc\":\"hello\",\"lang\":\"en\",\"n\":[1,2.5,1000],\"o\":{\"a\":true,\"b\":null}}\n\n"},
+		{"escaped characters", `{"\u0064oc":"h\u0065llo","lang":"\u0065n","n":[1,2.5,1000],"o":{"a":true,"b":null}}`},
+		{"number spellings", `{"doc":"hello","lang":"en","n":[1.0,25e-1,1e3],"o":{"a":true,"b":null}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mustDerive(t, base(tc.input)); got != want {
+				t.Fatalf("got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestInputContentChangesKey(t *testing.T) {
+	ref := mustDerive(t, base(`{"doc":"hello"}`))
+	tests := []struct {
+		name string
+		f    Fields
+	}{
+		{"other input", base(`{"doc":"hello!"}`)},
+		{"other tenant", Fields{TenantID: "t-2", TaskType: "summarize", Operation: "create", Input: json.RawMessage(`{"doc":"hello"}`)}},
+		{"other task type", Fields{TenantID: "t-1", TaskType: "translate", Operation: "create", Input: json.RawMessage(`{"doc":"hello"}`)}},
+		{"other operation", Fields{TenantID: "t-1", TaskType: "summarize", Operation: "update", Input: json.RawMessage(`{"doc":"hello"}`)}},
+		{"explicit input_version", Fields{TenantID: "t-1", TaskType: "summarize", Operation: "create", Input: json.RawMessage(`{"doc":"hello"}`), InputVersion: "v1"}},
+		{"string vs number", base(`{"doc":"1"}`)},
+		{"combining vs precomposed", base(`{"doc":"e\u0301"}`)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mustDerive(t, tc.f); got.Key == ref.Key {
+				t.Fatalf("K unchanged: %s", got.Key)
+			}
+		})
+	}
+}
+
+func TestExplicitIdempotencyKey(t *testing.T) {
+	withKey := func(tenant, input string) Fields {
+		f := base(input)
+		f.TenantID, f.IdempotencyKey = tenant, "order-42"
+		return f
+	}
+	a := mustDerive(t, withKey("t-1", `{"doc":"hello"}`))
+
+	t.Run("namespaced by tenant", func(t *testing.T) {
+		b := mustDerive(t, withKey("t-2", `{"doc":"hello"}`))
+		if a.Key == b.Key {
+			t.Fatal("same idempotency_key under another tenant gave the same K")
+		}
+	})
+	t.Run("input does not enter K", func(t *testing.T) {
+		b := mustDerive(t, withKey("t-1", `{"doc":"goodbye"}`))
+		if a.Key != b.Key {
+			t.Fatalf("K changed with input: %s vs %s", a.Key, b.Key)
+		}
+		if a.PayloadHash == b.PayloadHash {
+			t.Fatal("payload_hash unchanged although the input differs")
+		}
+	})
+	t.Run("operation changes payload hash only", func(t *testing.T) {
+		f := withKey("t-1", `{"doc":"hello"}`)
+		f.Operation = "delete"
+		b := mustDerive(t, f)
+		if a.Key != b.Key || a.PayloadHash == b.PayloadHash {
+			t.Fatalf("want same K and other payload_hash, got %+v vs %+v", a, b)
+		}
+	})
+	t.Run("differs from content key", func(t *testing.T) {
+		if c := mustDerive(t, base(`{"doc":"hello"}`)); c.Key == a.Key {
+			t.Fatal("explicit key collided with content key")
+		}
+	})
+	t.Run("payload hash equals content-keyed event", func(t *testing.T) {
+		// payload_hash ignores how K was formed, so an explicit key and a
+		// content key for the same work describe the same payload.
+		if c := mustDerive(t, base(`{"doc":"hello"}`)); c.PayloadHash != a.PayloadHash {
+			t.Fatal("payload_hash depends on idempotency_key")
+		}
+	})
+}
+
+func TestDeriveErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Fields)
+		want   []error
+		field  string
+	}{
+		{"no tenant", func(f *Fields) { f.TenantID = "" }, []error{ErrMissingField}, "tenant_id"},
+		{"no task type", func(f *Fields) { f.TaskType = "" }, []error{ErrMissingField}, "task_type"},
+		{"no operation", func(f *Fields) { f.Operation = "" }, []error{ErrMissingField}, "operation"},
+		{"no input", func(f *Fields) { f.Input = nil }, []error{ErrMissingField}, "input"},
+		{"blank input", func(f *Fields) { f.Input = json.RawMessage(" \n") }, []error{ErrMissingField}, "input"},
+		{"null input", func(f *Fields) { f.Input = json.RawMessage(" null ") }, []error{ErrMissingField}, "input"},
+		{"null input with explicit key", func(f *Fields) { f.Input, f.IdempotencyKey = json.RawMessage("null"), "k" }, []error{ErrMissingField}, "input"},
+		{"invalid input", func(f *Fields) { f.Input = json.RawMessage(`{"a":`) }, []error{ErrInvalidField, jcs.ErrInvalidJSON}, "input"},
+		{"duplicate member", func(f *Fields) { f.Input = json.RawMessage(`{"a":1,"a":2}`) }, []error{ErrInvalidField, jcs.ErrDuplicateKey}, "input"},
+		{"duplicate member with input_version", func(f *Fields) {
+			f.Input, f.InputVersion = json.RawMessage(`{"a":1,"a":2}`), "v1"
+		}, []error{ErrInvalidField, jcs.ErrDuplicateKey}, "input"},
+		{"lone surrogate", func(f *Fields) { f.Input = json.RawMessage(`{"a":"\ud800"}`) }, []error{ErrInvalidField, jcs.ErrInvalidString}, "input"},
+		{"number overflow", func(f *Fields) { f.Input = json.RawMessage(`[1e999]`) }, []error{ErrInvalidField, jcs.ErrNumber}, "input"},
+		{"invalid UTF-8 tenant", func(f *Fields) { f.TenantID = "t\xff" }, []error{ErrInvalidField}, "tenant_id"},
+		{"invalid UTF-8 idempotency key", func(f *Fields) { f.IdempotencyKey = "k\xc0" }, []error{ErrInvalidField}, "idempotency_key"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := base(`{"doc":"hello"}`)
+			tc.mutate(&f)
+			d, err := Derive(f)
+			if err == nil {
+				t.Fatalf("Derive succeeded: %+v", d)
+			}
+			for _, w := range tc.want {
+				if !errors.Is(err, w) {
+					t.Errorf("error %v does not wrap %v", err, w)
+				}
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %q does not name %s", err, tc.field)
+			}
+			if d != (Derived{}) {
+				t.Errorf("non-zero Derived on error: %+v", d)
+			}
+		})
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	a, err := Fingerprint(json.RawMessage(`{"b":[true,null],"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sha256 of {"a":1,"b":[true,null]}, computed with Python.
+	if want := "1cc69c7fa23616ca2ec3ee70d24390a6225c8832db8a4c814c7e0e7f942f8668"; a != want {
+		t.Fatalf("Fingerprint %s, want %s", a, want)
+	}
+	b, err := Fingerprint(json.RawMessage("{ \"a\" : 1.0 ,\n \"b\" : [ true , null ] }"))
+	if err != nil || b != a {
+		t.Fatalf("reformatted data: %s, %v; want %s", b, err, a)
+	}
+	if _, err := Fingerprint(json.RawMessage(`{"a":1,"a":1}`)); !errors.Is(err, jcs.ErrDuplicateKey) {
+		t.Fatalf("duplicate member: %v", err)
+	}
+}
+
+func TestOpKey(t *testing.T) {
+	tests := []struct{ k, op, want string }{
+		// Expected values computed with Python's hashlib.
+		{"abc", "notify", "2df04186dcfb341b1fbeb08c700ca6085e13add267f8f40a953acd12431a2560"},
+		{"", "", "e7ac0786668e0ff0f02b62bd04f45ff636fd82db63b1104601c975dc005f3a67"},
+	}
+	for _, tc := range tests {
+		if got := OpKey(tc.k, tc.op); got != tc.want {
+			t.Errorf("OpKey(%q, %q) = %s, want %s", tc.k, tc.op, got, tc.want)
+		}
+	}
+	if OpKey("k", "notify") == OpKey("k", "other") {
+		t.Error("OpKey ignores op")
+	}
+}
+
+func FuzzDerive(f *testing.F) {
+	f.Add("t-1", "summarize", "create", []byte(`{"doc":"hello","lang":"en"}`), "", "")
+	f.Add("t-1", "summarize", "create", []byte(`{"b":[1.0,1e3,{"y":null,"x":"\u00e9"}],"a":-0}`), "", "order-42")
+	f.Add("租户", "translate", "run", []byte(`["😀","\ud83d\ude00",1e21]`), "v7", "")
+	f.Fuzz(func(t *testing.T, tenant, taskType, op string, input []byte, inputVersion, idemKey string) {
+		fields := Fields{TenantID: tenant, TaskType: taskType, Operation: op, Input: input,
+			InputVersion: inputVersion, IdempotencyKey: idemKey}
+		want, err := Derive(fields)
+		if err != nil {
+			if !errors.Is(err, ErrMissingField) && !errors.Is(err, ErrInvalidField) {
+				t.Fatalf("unclassified error: %v", err)
+			}
+			return
+		}
+		if !hex64.MatchString(want.Key) || !hex64.MatchString(want.PayloadHash) {
+			t.Fatalf("malformed hashes: %+v", want)
+		}
+		for _, indent := range []string{"  ", "\t", ""} {
+			var buf bytes.Buffer
+			if err := json.Indent(&buf, input, "\n", indent); err != nil {
+				t.Fatalf("accepted input json.Indent rejects: %v", err)
+			}
+			fields.Input = buf.Bytes()
+			got, err := Derive(fields)
+			if err != nil {
+				t.Fatalf("re-indented input rejected: %v\n%q", err, buf.Bytes())
+			}
+			if got != want {
+				t.Fatalf("re-indenting changed the result:\n%q\n%+v\n%+v", buf.Bytes(), got, want)
+			}
+		}
+	})
+}
