@@ -1,0 +1,143 @@
+package benchmarks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/mysqlstore"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/internal/testenv"
+)
+
+type rig struct {
+	store *mysqlstore.Store
+	rdb   redis.UniversalClient
+	eng   *idempotency.Engine
+}
+
+func setup(b *testing.B) rig {
+	b.Helper()
+	s, err := mysqlstore.Open(testenv.MySQLDSN(b), mysqlstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	rdb, err := redisfast.Dial(testenv.RedisURL(b), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rdb.Close() })
+	fast, err := redisfast.New(rdb, redisfast.MaxTTL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng := idempotency.New(s, idempotency.WithFastLayer(fast),
+		idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	return rig{store: s, rdb: rdb, eng: eng}
+}
+
+func newKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// interleave runs raw and engine in alternating batches of 50 and reports
+// both costs and their ratio.
+func interleave(b *testing.B, raw, eng func(i int)) {
+	const batch = 50
+	var tRaw, tEng time.Duration
+	var nRaw, nEng int
+	b.ResetTimer()
+	for i := 0; i < b.N; i += batch {
+		n := min(batch, b.N-i)
+		start := time.Now()
+		for j := range n {
+			raw(i + j)
+		}
+		tRaw += time.Since(start)
+		nRaw += n
+		start = time.Now()
+		for j := range n {
+			eng(i + j)
+		}
+		tEng += time.Since(start)
+		nEng += n
+	}
+	b.StopTimer()
+	rawNs := float64(tRaw.Nanoseconds()) / float64(nRaw)
+	engNs := float64(tEng.Nanoseconds()) / float64(nEng)
+	b.ReportMetric(rawNs, "raw-ns/op")
+	b.ReportMetric(engNs, "engine-ns/op")
+	b.ReportMetric(engNs/rawNs, "x-raw")
+	b.ReportMetric(0, "ns/op") // the two figures above are the measurement
+}
+
+// BenchmarkClaimComplete: Engine.Claim (Redis claim + MySQL insert) then
+// Lease.Complete (MySQL update + Redis publish) against the raw MySQL floor,
+// one INSERT into the unique key plus one UPDATE.
+func BenchmarkClaimComplete(b *testing.B) {
+	r := setup(b)
+	ctx := context.Background()
+	db := r.store.DB()
+	raw := func(int) {
+		k := newKey()
+		if _, err := db.ExecContext(ctx, `INSERT INTO idempotency_record (request_id, status, attempt, fence,
+ lease_owner, lease_until, payload_hash) VALUES (?, 'RUNNING', 1, 1, 'raw', NOW(3) + INTERVAL 60 SECOND, 'ph')`, k); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `UPDATE idempotency_record SET status = 'SUCCEEDED', result_ref = 'ref',
+ lease_until = NULL, updated_at = NOW(3) WHERE request_id = ? AND fence = 1 AND status = 'RUNNING'`, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+	eng := func(int) {
+		_, l, err := r.eng.Claim(ctx, idempotency.ClaimRequest{Key: newKey(), Owner: "bench", PayloadHash: "ph"})
+		if err != nil || l == nil {
+			b.Fatal(err)
+		}
+		if err := l.Complete(ctx, "ref"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	interleave(b, raw, eng)
+}
+
+// setIfAbsent is the raw fast-path floor: one EVALSHA of the smallest claim.
+var setIfAbsent = redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 'FIRST' or 'REPEAT'`)
+
+// BenchmarkDuplicateRedis: a duplicate of a SUCCEEDED key answered by the
+// Redis layer, against one EVALSHA of a set-if-absent script.
+func BenchmarkDuplicateRedis(b *testing.B) {
+	r := setup(b)
+	ctx := context.Background()
+	key := newKey()
+	if _, err := r.eng.Do(ctx, idempotency.ClaimRequest{Key: key, Owner: "bench", PayloadHash: "ph"},
+		func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
+		b.Fatal(err)
+	}
+	rawKey := "bench:raw:" + newKey()
+	raw := func(int) {
+		if err := setIfAbsent.Run(ctx, r.rdb, []string{rawKey}, "x", 300000).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	eng := func(int) {
+		res, l, err := r.eng.Claim(ctx, idempotency.ClaimRequest{Key: key, Owner: "dup", PayloadHash: "ph"})
+		if err != nil || l != nil || res.Source != "redis" {
+			b.Fatalf("duplicate not answered by Redis: %+v %v", res, err)
+		}
+	}
+	interleave(b, raw, eng)
+}
