@@ -1,0 +1,134 @@
+// Package config reads the function's configuration from the environment
+// (DESIGN §4.4). A bad value is a startup error that names the variable; a
+// secret's value never appears in an error.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole environment of the function.
+type Config struct {
+	RedisURL    string
+	MySQLDSN    string
+	StateDir    string
+	OSSEndpoint string
+	OSSBucket   string
+	OSSRegion   string
+	// Fallback credentials; FC request headers win per invocation.
+	AccessKeyID     string
+	AccessKeySecret string
+	SecurityToken   string
+	LLMBaseURL      string
+	LLMAPIKey       string
+	LLMModel        string
+	LLMTimeout      time.Duration
+	DedupTTL        time.Duration
+	Lease           time.Duration
+	MaxAttempts     int
+	// ListenPort: FC_CUSTOM_LISTEN_PORT, else FC_SERVER_PORT, else 9000.
+	ListenPort int
+}
+
+// Variables lists every variable Load reads, for the deploy-file consistency
+// checks and the README.
+var Variables = []string{
+	"REDIS_URL", "MYSQL_DSN", "STATE_DIR", "OSS_ENDPOINT", "OSS_BUCKET", "OSS_REGION",
+	"ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN",
+	"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS",
+	"DEDUP_TTL_SECONDS", "LEASE_SECONDS", "MAX_ATTEMPTS", "FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT",
+}
+
+// Defaults.
+const (
+	DefaultLLMBaseURL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+	DefaultLLMModel   = "qwen-plus"
+	OfflineModel      = "offline"
+)
+
+// Load reads the configuration through getenv (os.Getenv in main).
+func Load(getenv func(string) string) (Config, error) {
+	var errs []error
+	bad := func(name, why string) { errs = append(errs, fmt.Errorf("%s: %s", name, why)) }
+	str := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	num := func(name string, def, lo, hi int) int {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			bad(name, fmt.Sprintf("want a whole number from %d to %d, got %q", lo, hi, v))
+			return def
+		}
+		return n
+	}
+	c := Config{
+		RedisURL:        str("REDIS_URL", ""),
+		MySQLDSN:        str("MYSQL_DSN", ""),
+		StateDir:        str("STATE_DIR", "./.idemgate"),
+		OSSEndpoint:     str("OSS_ENDPOINT", ""),
+		OSSBucket:       str("OSS_BUCKET", ""),
+		OSSRegion:       str("OSS_REGION", ""),
+		AccessKeyID:     str("ALIBABA_CLOUD_ACCESS_KEY_ID", ""),
+		AccessKeySecret: str("ALIBABA_CLOUD_ACCESS_KEY_SECRET", ""),
+		SecurityToken:   str("ALIBABA_CLOUD_SECURITY_TOKEN", ""),
+		LLMBaseURL:      strings.TrimRight(str("LLM_BASE_URL", DefaultLLMBaseURL), "/"),
+		LLMAPIKey:       str("LLM_API_KEY", str("DASHSCOPE_API_KEY", "")),
+		LLMModel:        str("LLM_MODEL", ""),
+	}
+	c.LLMTimeout = time.Duration(num("LLM_TIMEOUT_SECONDS", 60, 1, 3600)) * time.Second
+	c.DedupTTL = time.Duration(num("DEDUP_TTL_SECONDS", 300, 1, 300)) * time.Second
+	c.Lease = time.Duration(num("LEASE_SECONDS", 60, 1, 86400)) * time.Second
+	c.MaxAttempts = num("MAX_ATTEMPTS", 3, 1, 100)
+	c.ListenPort = num("FC_CUSTOM_LISTEN_PORT", 0, 1, 65535)
+	if c.ListenPort == 0 {
+		c.ListenPort = num("FC_SERVER_PORT", 9000, 1, 65535)
+	}
+
+	// No key and no model chosen: a local run on the built-in offline model.
+	switch {
+	case c.LLMModel == "" && c.LLMAPIKey == "":
+		c.LLMModel = OfflineModel
+	case c.LLMModel == "":
+		c.LLMModel = DefaultLLMModel
+	case c.LLMModel != OfflineModel && c.LLMAPIKey == "":
+		bad("LLM_API_KEY", "required for LLM_MODEL="+c.LLMModel+" (or set DASHSCOPE_API_KEY, or LLM_MODEL=offline)")
+	}
+	if u, err := url.Parse(c.LLMBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		bad("LLM_BASE_URL", "want an http(s) URL")
+	}
+	if c.RedisURL != "" {
+		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+			bad("REDIS_URL", "want redis://… or rediss://…")
+		}
+	}
+	oss := []string{c.OSSEndpoint, c.OSSBucket, c.OSSRegion}
+	if set := countSet(oss); set != 0 && set != len(oss) {
+		bad("OSS_ENDPOINT/OSS_BUCKET/OSS_REGION", "set all three (OSS with V4 signing) or none (results under STATE_DIR)")
+	}
+	return c, errors.Join(errs...)
+}
+
+func countSet(vs []string) int {
+	n := 0
+	for _, v := range vs {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// UseOSS reports whether results go to OSS rather than STATE_DIR.
+func (c Config) UseOSS() bool { return c.OSSBucket != "" }

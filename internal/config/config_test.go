@@ -1,0 +1,71 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoad(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		check   func(t *testing.T, c Config)
+		wantErr string // substring naming the variable
+	}{
+		{name: "embedded defaults", env: nil, check: func(t *testing.T, c Config) {
+			if c.StateDir != "./.idemgate" || c.LLMModel != OfflineModel || c.DedupTTL != 300*time.Second ||
+				c.Lease != 60*time.Second || c.MaxAttempts != 3 || c.ListenPort != 9000 || c.LLMTimeout != time.Minute {
+				t.Fatalf("defaults: %+v", c)
+			}
+		}},
+		{name: "key selects the default model", env: map[string]string{"DASHSCOPE_API_KEY": "sk-x"}, check: func(t *testing.T, c Config) {
+			if c.LLMModel != DefaultLLMModel || c.LLMAPIKey != "sk-x" {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "custom listen port wins", env: map[string]string{"FC_CUSTOM_LISTEN_PORT": "9100", "FC_SERVER_PORT": "9200"},
+			check: func(t *testing.T, c Config) {
+				if c.ListenPort != 9100 {
+					t.Fatal(c.ListenPort)
+				}
+			}},
+		{name: "server port fallback", env: map[string]string{"FC_SERVER_PORT": "9200"}, check: func(t *testing.T, c Config) {
+			if c.ListenPort != 9200 {
+				t.Fatal(c.ListenPort)
+			}
+		}},
+		{name: "ttl above 300", env: map[string]string{"DEDUP_TTL_SECONDS": "301"}, wantErr: "DEDUP_TTL_SECONDS"},
+		{name: "lease not a number", env: map[string]string{"LEASE_SECONDS": "1m"}, wantErr: "LEASE_SECONDS"},
+		{name: "zero attempts", env: map[string]string{"MAX_ATTEMPTS": "0"}, wantErr: "MAX_ATTEMPTS"},
+		{name: "model without key", env: map[string]string{"LLM_MODEL": "qwen-max"}, wantErr: "LLM_API_KEY"},
+		{name: "bad redis url", env: map[string]string{"REDIS_URL": "tcp://x"}, wantErr: "REDIS_URL"},
+		{name: "half OSS", env: map[string]string{"OSS_BUCKET": "b"}, wantErr: "OSS_ENDPOINT"},
+		{name: "bad port", env: map[string]string{"FC_SERVER_PORT": "70000"}, wantErr: "FC_SERVER_PORT"},
+		{name: "bad llm timeout", env: map[string]string{"LLM_TIMEOUT_SECONDS": "-1"}, wantErr: "LLM_TIMEOUT_SECONDS"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(env(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestLoadNeverEchoesSecrets(t *testing.T) {
+	_, err := Load(env(map[string]string{"REDIS_URL": "tcp://user:hunter2@x", "LLM_MODEL": "m", "MAX_ATTEMPTS": "x"}))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("err = %v", err)
+	}
+}
