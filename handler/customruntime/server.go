@@ -1,0 +1,212 @@
+// Package customruntime serves the FC custom-runtime protocol (DESIGN §4.2):
+// POST /invoke, POST /initialize, GET /pre-stop on 0.0.0.0, routing on
+// x-fc-control-path when the platform sends it. A failure FC must retry (or
+// send to the dead-letter queue) is HTTP 404 with x-fc-status: 404.
+package customruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/internal/logx"
+)
+
+// DefaultMaxBody bounds an invocation body. FC's own limits are 128 KB for
+// async and 32 MB for sync invocations; 6 MiB keeps a batch of EventBridge
+// events with room to spare without letting one request exhaust memory.
+const DefaultMaxBody = 6 << 20
+
+// Server adapts the protocol to a handler.
+type Server struct {
+	Handle func(ctx context.Context, body []byte, meta handler.Meta) handler.Reply
+	// Init warms clients (POST /initialize); Stop closes them (pre-stop, SIGTERM).
+	Init    func(ctx context.Context) error
+	Stop    func(ctx context.Context) error
+	Log     *slog.Logger
+	MaxBody int64
+	// Secrets registers per-invocation credentials with the log redactor.
+	Secrets func(values ...string)
+
+	inflight sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// ServeHTTP routes one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.Header.Get("x-fc-control-path")
+	if path == "" {
+		path = r.URL.Path
+	}
+	switch {
+	case path == "/invoke" && r.Method == http.MethodPost:
+		s.invoke(w, r)
+	case path == "/initialize" && r.Method == http.MethodPost:
+		s.lifecycle(w, r, "Initialize", s.Init)
+	case path == "/pre-stop" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
+		s.lifecycle(w, r, "PreStop", s.stop)
+	case path == "/pre-freeze" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
+		s.lifecycle(w, r, "PreFreeze", nil)
+	default:
+		writeJSON(w, http.StatusNotFound, fmt.Appendf(nil, `{"errorType":"not_found","errorMessage":"no route %s %s"}`,
+			r.Method, strconv.Quote(path)), true)
+	}
+}
+
+// Meta reads the platform headers.
+func Meta(h http.Header) handler.Meta {
+	m := handler.Meta{
+		RequestID: h.Get("x-fc-request-id"),
+		Credentials: handler.Credentials{AccessKeyID: h.Get("x-fc-access-key-id"),
+			AccessKeySecret: h.Get("x-fc-access-key-secret"), SecurityToken: h.Get("x-fc-security-token")},
+		FunctionName: h.Get("x-fc-function-name"), Region: h.Get("x-fc-region"), AccountID: h.Get("x-fc-account-id"),
+		RetryCount: -1,
+	}
+	if n, err := strconv.Atoi(h.Get("x-fc-retry-count")); err == nil {
+		m.RetryCount = n
+	}
+	return m
+}
+
+// Deadline derives the invocation's deadline from x-fc-function-deadline
+// (Unix milliseconds or RFC 3339) or x-fc-function-timeout (seconds from
+// now), whichever is sooner; ok is false when neither header is usable.
+func Deadline(h http.Header, now time.Time) (time.Time, bool) {
+	var dl time.Time
+	if v := strings.TrimSpace(h.Get("x-fc-function-deadline")); v != "" {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+			dl = time.UnixMilli(ms)
+		} else if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			dl = t
+		}
+	}
+	if v := strings.TrimSpace(h.Get("x-fc-function-timeout")); v != "" {
+		if sec, err := strconv.ParseFloat(v, 64); err == nil && sec > 0 {
+			if t := now.Add(time.Duration(sec * float64(time.Second))); dl.IsZero() || t.Before(dl) {
+				dl = t
+			}
+		}
+	}
+	return dl, !dl.IsZero()
+}
+
+func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	meta := Meta(r.Header)
+	if s.Secrets != nil {
+		s.Secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)
+	}
+	ctx := logx.With(r.Context(), slog.String("request_id", meta.RequestID), slog.String("fc_request_id", meta.RequestID))
+	if dl, ok := Deadline(r.Header, time.Now()); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
+	s.Log.InfoContext(ctx, "FC Invoke Start RequestId: "+meta.RequestID)
+	defer s.Log.InfoContext(ctx, "FC Invoke End RequestId: "+meta.RequestID)
+
+	limit := s.MaxBody
+	if limit <= 0 {
+		limit = DefaultMaxBody
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	switch {
+	case err != nil:
+		// The platform's connection broke: FC must retry, nothing was read.
+		writeJSON(w, http.StatusNotFound, failBody("body_read_failed", "could not read the event body"), true)
+		return
+	case int64(len(body)) > limit:
+		writeJSON(w, http.StatusNotFound, failBody("body_too_large",
+			fmt.Sprintf("event body exceeds %d bytes", limit)), true)
+		return
+	}
+	rep := s.Handle(ctx, body, meta)
+	writeJSON(w, rep.Status, rep.Body, rep.Status != http.StatusOK)
+}
+
+func (s *Server) lifecycle(w http.ResponseWriter, r *http.Request, name string, fn func(context.Context) error) {
+	id := r.Header.Get("x-fc-request-id")
+	ctx := logx.With(r.Context(), slog.String("request_id", id))
+	s.Log.InfoContext(ctx, "FC "+name+" Start RequestId: "+id)
+	defer s.Log.InfoContext(ctx, "FC "+name+" End RequestId: "+id)
+	if fn != nil {
+		if err := fn(ctx); err != nil {
+			s.Log.ErrorContext(ctx, name+" failed", "error", err.Error())
+			writeJSON(w, http.StatusNotFound, failBody(strings.ToLower(name)+"_failed", err.Error()), true)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`), false)
+}
+
+// stop waits for invocations in flight, then closes the clients once.
+func (s *Server) stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		done := make(chan struct{})
+		go func() { s.inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		if s.Stop != nil {
+			s.stopErr = s.Stop(context.WithoutCancel(ctx))
+		}
+	})
+	return s.stopErr
+}
+
+func failBody(typ, msg string) []byte {
+	return fmt.Appendf(nil, `{"errorType":%s,"errorMessage":%s}`, strconv.Quote(typ), strconv.Quote(msg))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte, failed bool) {
+	w.Header().Set("Content-Type", "application/json")
+	if failed {
+		w.Header().Set("x-fc-status", strconv.Itoa(status))
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// ListenAndServe serves on addr until ctx ends (SIGTERM), then drains the
+// invocations in flight and closes the clients. ready, if not nil, receives
+// the bound address once the socket listens.
+func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shutdown)
+	if serr := s.stop(shutdown); err == nil {
+		err = serr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,143 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+
+	"github.com/idemgate/idemgate/handler/event"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/ossresult"
+)
+
+// TaskType is the template's extension point: a named sequence of steps.
+// Each step runs at most once per business key; after a failure the task
+// resumes from the first step that has not completed. The last step returns
+// the object key of the attempt output (see [StepInput.SaveOutput]); its
+// "text" becomes approved/result.md.
+type TaskType struct {
+	Name  string
+	Steps []Step
+}
+
+// Step is one named, checkpointed unit of work. Its string result is stored
+// in the step's own record (keep it small: an object key, an ID, a short
+// value) and handed to later steps in StepInput.Prior.
+type Step struct {
+	Name string
+	Run  func(ctx context.Context, in *StepInput) (string, error)
+}
+
+// StepInput is what a step sees.
+type StepInput struct {
+	Task      *event.Task
+	Key       string // the business key K
+	RequestID string // the upstream request id (or the fingerprint)
+	Attempt   int
+	Prior     map[string]string // results of the steps before this one
+	Model     Model
+	Results   ResultStore
+}
+
+// Output is the attempt output object (attempt-NNN/output.json).
+type Output struct {
+	IdempotencyKey string          `json:"idempotency_key"`
+	RequestID      string          `json:"request_id"`
+	TaskType       string          `json:"task_type"`
+	Attempt        int             `json:"attempt"`
+	Model          string          `json:"model,omitempty"`
+	Offline        bool            `json:"offline,omitempty"`
+	Text           string          `json:"text"`
+	Data           json.RawMessage `json:"data,omitempty"`
+}
+
+// SaveOutput writes the attempt's immutable output object and returns its
+// key, which the last step returns.
+func (in *StepInput) SaveOutput(ctx context.Context, out Output) (string, error) {
+	out.IdempotencyKey, out.RequestID, out.TaskType, out.Attempt = in.Key, in.RequestID, in.Task.TaskType, in.Attempt
+	body, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode output: %w", err)
+	}
+	key, err := ossresult.AttemptKey(in.Key, in.Attempt)
+	if err != nil {
+		return "", idempotency.Final("invalid_request", err)
+	}
+	if _, err := in.Results.PutOnce(ctx, key, body, "application/json", ossresult.Meta{IdempotencyKey: in.Key, RequestID: in.RequestID}); err != nil {
+		return "", classifyResultErr("save output", err)
+	}
+	return key, nil
+}
+
+// Registry maps task_type to its TaskType. Safe for concurrent reads after
+// registration at start-up.
+type Registry struct {
+	mu    sync.RWMutex
+	types map[string]TaskType
+}
+
+var stepName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+
+// Register adds t. Names must be unique; step names are short snake_case
+// (they name per-operation records). "publish" and "notify" are the
+// pipeline's own.
+func (r *Registry) Register(t TaskType) error {
+	if !stepName.MatchString(t.Name) || len(t.Steps) == 0 {
+		return fmt.Errorf("task type %q: want a snake_case name and at least one step", t.Name)
+	}
+	seen := map[string]bool{}
+	for _, s := range t.Steps {
+		if !stepName.MatchString(s.Name) || seen[s.Name] || s.Name == stepPublish || s.Name == stepNotify || s.Run == nil {
+			return fmt.Errorf("task type %s: bad or repeated step %q", t.Name, s.Name)
+		}
+		seen[s.Name] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.types == nil {
+		r.types = map[string]TaskType{}
+	}
+	if _, dup := r.types[t.Name]; dup {
+		return fmt.Errorf("task type %s registered twice", t.Name)
+	}
+	r.types[t.Name] = t
+	return nil
+}
+
+// MustRegister is Register for init-time wiring.
+func (r *Registry) MustRegister(t TaskType) {
+	if err := r.Register(t); err != nil {
+		panic(err)
+	}
+}
+
+// Get looks a task type up.
+func (r *Registry) Get(name string) (TaskType, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.types[name]
+	return t, ok
+}
+
+// Names lists the registered task types.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var n []string
+	for k := range r.types {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// Builtin returns a registry with the template's task types.
+func Builtin() *Registry {
+	r := &Registry{}
+	r.MustRegister(Summarize)
+	r.MustRegister(Keywords)
+	return r
+}

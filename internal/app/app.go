@@ -1,0 +1,149 @@
+// Package app wires the function from its configuration: stores, the engine,
+// result objects, the model and the pipeline. main and the tests build the
+// same App, so what the tests run is what FC runs.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/handler/llm"
+	"github.com/idemgate/idemgate/handler/notify"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/mysqlstore"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/logx"
+	"github.com/idemgate/idemgate/ossresult"
+)
+
+// App is the wired function.
+type App struct {
+	Cfg      config.Config
+	Log      *slog.Logger
+	Redactor *logx.Redactor
+	Engine   *idempotency.Engine
+	Pipeline *handler.Pipeline
+	MySQL    *mysqlstore.Store // nil with the embedded store
+	Embedded *boltstore.Store  // nil with MySQL
+	closers  []func() error
+}
+
+// Secrets returns the secret values of cfg, for the redactor.
+func Secrets(cfg config.Config) []string {
+	s := []string{cfg.LLMAPIKey, cfg.AccessKeySecret, cfg.SecurityToken}
+	if cfg.MySQLDSN != "" {
+		if c, err := mysql.ParseDSN(cfg.MySQLDSN); err == nil {
+			s = append(s, c.Passwd)
+		}
+	}
+	if u, err := url.Parse(cfg.RedisURL); err == nil && u.User != nil {
+		p, _ := u.User.Password()
+		s = append(s, p)
+	}
+	return s
+}
+
+// Open builds the App. Clients connect lazily; Warm checks them.
+func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error) {
+	a := &App{Cfg: cfg, Log: log, Redactor: red}
+	red.Add(Secrets(cfg)...)
+	var store idempotency.Store
+	if cfg.MySQLDSN != "" {
+		s, err := mysqlstore.Open(cfg.MySQLDSN, mysqlstore.Options{})
+		if err != nil {
+			return nil, err
+		}
+		a.MySQL, store = s, s
+		a.closers = append(a.closers, s.Close)
+	} else {
+		s, err := boltstore.Open(cfg.StateDir, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		a.Embedded, store = s, s
+		a.closers = append(a.closers, s.Close)
+	}
+	opts := []idempotency.Option{idempotency.WithLease(cfg.Lease), idempotency.WithMaxAttempts(cfg.MaxAttempts),
+		idempotency.WithLogger(log)}
+	if cfg.RedisURL != "" {
+		rdb, err := redisfast.Dial(cfg.RedisURL, 0)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		a.closers = append(a.closers, rdb.Close)
+		fast, err := redisfast.New(rdb, cfg.DedupTTL)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		opts = append(opts, idempotency.WithFastLayer(fast))
+	}
+	a.Engine = idempotency.New(store, opts...)
+
+	results, err := resultsFor(cfg)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	model, err := llm.New(llm.Config{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout})
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.Pipeline = &handler.Pipeline{Engine: a.Engine, Results: results, Model: model, Notify: notify.New(10*time.Second, nil),
+		Tasks: handler.Builtin(), Log: log}
+	return a, nil
+}
+
+func resultsFor(cfg config.Config) (handler.ResultsFor, error) {
+	if !cfg.UseOSS() {
+		local, err := ossresult.NewLocal(filepath.Join(cfg.StateDir, "results"))
+		if err != nil {
+			return nil, err
+		}
+		return func(context.Context, handler.Credentials) (handler.ResultStore, error) { return local, nil }, nil
+	}
+	oss, err := ossresult.NewOSS(ossresult.OSSConfig{Endpoint: cfg.OSSEndpoint, Bucket: cfg.OSSBucket, Region: cfg.OSSRegion})
+	if err != nil {
+		return nil, err
+	}
+	return func(_ context.Context, c handler.Credentials) (handler.ResultStore, error) {
+		creds := ossresult.Credentials{AccessKeyID: c.AccessKeyID, AccessKeySecret: c.AccessKeySecret, SecurityToken: c.SecurityToken}
+		if creds.AccessKeyID == "" { // local runs and tests: the environment's credentials
+			creds = ossresult.Credentials{AccessKeyID: cfg.AccessKeyID, AccessKeySecret: cfg.AccessKeySecret, SecurityToken: cfg.SecurityToken}
+		}
+		return oss.With(creds)
+	}, nil
+}
+
+// Warm checks that the durable store answers (FC's initializer). Redis is
+// optional: its absence is logged by the engine when it is first used.
+func (a *App) Warm(ctx context.Context) error {
+	if a.MySQL != nil {
+		if err := a.MySQL.Ping(ctx); err != nil {
+			return fmt.Errorf("%w: %w", idempotency.ErrStoreUnavailable, err)
+		}
+	}
+	return nil
+}
+
+// Close closes every client, newest first.
+func (a *App) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
