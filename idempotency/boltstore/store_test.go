@@ -1,9 +1,12 @@
 package boltstore_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/idemtest"
 	"github.com/idemgate/idemgate/internal/testenv"
@@ -26,4 +29,47 @@ func TestConformanceEmbedded(t *testing.T) {
 func TestConformanceRedisEmbedded(t *testing.T) {
 	s := open(t, t.TempDir())
 	idemtest.Run(t, idemtest.WithRedis(t, testenv.RedisURL(t), s))
+}
+
+// The embedded store survives a restart: a completed key is still answered,
+// a lease still held is still respected.
+func TestSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := boltstore.Open(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, live := idemtest.NewKey(), idemtest.NewKey()
+	e := idempotency.New(s)
+	if _, err := e.Do(ctx, idempotency.ClaimRequest{Key: done, Owner: "a"}, func(context.Context, *idempotency.Lease) (string, error) {
+		return "ref", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, l, err := e.Claim(ctx, idempotency.ClaimRequest{Key: live, Owner: "a"}); err != nil || l == nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := open(t, dir)
+	e2 := idempotency.New(s2)
+	res, l, err := e2.Claim(ctx, idempotency.ClaimRequest{Key: done, Owner: "b"})
+	if err != nil || l != nil || res.Decision != idempotency.DecisionRepeatDone || res.Record.ResultRef != "ref" {
+		t.Fatalf("after restart: %+v %v", res, err)
+	}
+	res, l, err = e2.Claim(ctx, idempotency.ClaimRequest{Key: live, Owner: "b"})
+	if err != nil || l != nil || res.Decision != idempotency.DecisionRepeatOther {
+		t.Fatalf("live lease after restart: %+v %v", res, err)
+	}
+}
+
+// A second opener waits for the file lock, then fails with a message that
+// says what to do.
+func TestSecondOpenerGetsClearError(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir)
+	_, err := boltstore.Open(dir, 100*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "MYSQL_DSN") {
+		t.Fatalf("err = %v", err)
+	}
 }

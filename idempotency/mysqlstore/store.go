@@ -285,7 +285,11 @@ func (s *Store) Fail(ctx context.Context, key string, fence int64, f idempotency
 
 var errTxAborted = errors.New("mysqlstore: transaction aborted by InnoDB")
 
-// mapErr turns driver errors the store reacts to into sentinels.
+// MapErr turns driver errors the store reacts to into sentinels: 1062 into
+// ErrDuplicateKey, deadlocks and lock waits into a retried abort, 1406 into a
+// FINAL invalid_request.
+func MapErr(err error) error { return mapErr(err) }
+
 func mapErr(err error) error {
 	var me *mysql.MySQLError
 	if err == nil || !errors.As(err, &me) {

@@ -1,0 +1,215 @@
+// Package go1 runs the function on FC's go1 runtime (DESIGN §4.1), used when
+// FC_RUNTIME_API is set: github.com/aliyun/fc-runtime-go-sdk (v0.3.1) pulls
+// invocations from the runtime API and this package translates each one to
+// the shared handler signature and its [handler.Reply] back.
+//
+// What the SDK does with what we return (v0.3.1):
+//   - The handler must be a func (fc.StartHandler wraps its argument with
+//     fc.NewHandler, which rejects anything that is not a func, so a struct
+//     implementing fc.Handler does not work).
+//   - A []byte argument receives the raw invocation payload; any other type
+//     is JSON-decoded.
+//   - The result is passed through json.Marshal, so a []byte result would be
+//     sent base64-encoded: we return json.RawMessage, which is sent as the
+//     JSON itself (compacted by encoding/json).
+//   - A non-nil error is posted to the runtime API's /error as
+//     {"errorMessage","errorType"}. errorType is the error's Go type name,
+//     except for a messages.InvokeResponse_Error value, which is posted
+//     as is: that is how a failed Reply reaches FC with its own errorType.
+package go1
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/aliyun/fc-runtime-go-sdk/fc"
+	"github.com/aliyun/fc-runtime-go-sdk/fc/messages"
+	"github.com/aliyun/fc-runtime-go-sdk/fccontext"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/internal/logx"
+)
+
+// Handle is the shared invocation handler (handler.Pipeline.Handle).
+type Handle = func(ctx context.Context, body []byte, meta handler.Meta) handler.Reply
+
+// Error types posted for lifecycle hooks; the same strings as the custom
+// runtime's, so a failed initializer reads the same on both runtimes.
+const (
+	ErrorTypeInitialize = "initialize_failed"
+	ErrorTypePreStop    = "prestop_failed"
+	// ErrorTypeDefault is posted for a failed Reply that names no errorType.
+	ErrorTypeDefault = "HandlerError"
+)
+
+// Start registers the lifecycle hooks and runs the SDK loop against
+// $FC_RUNTIME_API. It never returns: the SDK exits the process (log.Fatalf)
+// if its loop ends. init runs on FC's Initializer call, stop on PreStop
+// (after the invocations in flight have finished); either may be nil.
+// secrets receives each invocation's AccessKey secret and STS token so the
+// log redactor knows them.
+func Start(handle Handle, init func(ctx context.Context) error, stop func(ctx context.Context) error,
+	secrets func(values ...string)) {
+	var fl inflight
+	fc.RegisterInitializerFunction(Initializer(init))
+	fc.RegisterPreStopFunction(PreStop(func(ctx context.Context) error {
+		fl.wait(ctx) // closing clients under a running invocation would fail it
+		if stop == nil {
+			return nil
+		}
+		// The wait may have used up ctx; closing must still get its chance.
+		return stop(context.WithoutCancel(ctx))
+	}))
+	fc.Start(Handler(fl.track(handle), secrets))
+}
+
+// Handler returns the SDK event handler for handle: it builds the Meta from
+// the invocation's fccontext, registers the credentials with secrets (which
+// may be nil), and turns the Reply into the SDK's result. A 200 reply's body
+// is the invocation result; any other status becomes an error so FC records
+// a failed invocation (and retries an async one or sends it to the failure
+// destination): see [ReplyError].
+func Handler(handle Handle, secrets func(values ...string)) func(ctx context.Context, payload []byte) (json.RawMessage, error) {
+	return func(ctx context.Context, payload []byte) (json.RawMessage, error) {
+		meta := Meta(ctx)
+		if secrets != nil {
+			secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)
+		}
+		// The same per-invocation log fields as the custom runtime.
+		ctx = logx.With(ctx, slog.String("request_id", meta.RequestID), slog.String("fc_request_id", meta.RequestID))
+		rep := handle(ctx, payload, meta)
+		if rep.Status != http.StatusOK {
+			return nil, ReplyError(rep)
+		}
+		return result(rep.Body), nil
+	}
+}
+
+// result makes body safe to hand to json.Marshal: json.RawMessage must be
+// valid JSON or the SDK would turn the success into a MarshalerError failure
+// (and FC would retry work that succeeded). Replies are always JSON; anything
+// else is sent as a JSON string rather than lost.
+func result(body []byte) json.RawMessage {
+	if json.Valid(body) {
+		return json.RawMessage(body)
+	}
+	quoted, _ := json.Marshal(string(body)) // a string always encodes
+	return quoted
+}
+
+// ReplyError is the error a failed Reply becomes. The SDK posts a
+// messages.InvokeResponse_Error value unchanged, so FC shows
+// {"errorMessage": <the reply body, the outcome JSON as a string>,
+// "errorType": rep.ErrorType}; errorType falls back to the body's own
+// errorType field, then to ErrorTypeDefault. Any other error type would be
+// shown under its Go type name.
+func ReplyError(rep handler.Reply) error {
+	typ := rep.ErrorType
+	if typ == "" {
+		var b struct {
+			ErrorType string `json:"errorType"`
+		}
+		if json.Unmarshal(rep.Body, &b) == nil {
+			typ = b.ErrorType
+		}
+	}
+	if typ == "" {
+		typ = ErrorTypeDefault
+	}
+	return messages.InvokeResponse_Error{Message: string(rep.Body), Type: typ}
+}
+
+// Meta maps the SDK's fccontext to handler.Meta. The SDK reports a missing
+// x-fc-retry-count as 0, so RetryCount is never -1 when the context is there;
+// without a context (not an FC invocation) everything is empty and
+// RetryCount is -1.
+func Meta(ctx context.Context) handler.Meta {
+	lc, ok := fccontext.FromContext(ctx)
+	if !ok {
+		return handler.Meta{RetryCount: -1}
+	}
+	return handler.Meta{
+		RequestID: lc.RequestID,
+		Credentials: handler.Credentials{
+			AccessKeyID:     lc.Credentials.AccessKeyId,
+			AccessKeySecret: lc.Credentials.AccessKeySecret,
+			SecurityToken:   lc.Credentials.SecurityToken,
+		},
+		FunctionName: lc.Function.Name,
+		Region:       lc.Region,
+		AccountID:    lc.AccountId,
+		RetryCount:   lc.RetryCount,
+	}
+}
+
+// Initializer returns the SDK initializer hook for init. The SDK's hooks
+// return nothing; its only failure path is a panic, which it recovers and
+// posts to /error (an InvokeResponse_Error panic value is posted as is). So
+// an init error is logged and then raised that way, and FC sees the
+// initializer fail with errorType ErrorTypeInitialize.
+func Initializer(init func(ctx context.Context) error) func(ctx context.Context) {
+	return lifecycle("initializer", ErrorTypeInitialize, init)
+}
+
+// PreStop returns the SDK pre-stop hook for stop; a failure is reported like
+// the initializer's, with errorType ErrorTypePreStop.
+func PreStop(stop func(ctx context.Context) error) func(ctx context.Context) {
+	return lifecycle("pre-stop", ErrorTypePreStop, stop)
+}
+
+func lifecycle(name, errType string, fn func(ctx context.Context) error) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		if fn == nil {
+			return
+		}
+		if err := fn(ctx); err != nil {
+			slog.ErrorContext(ctx, name+" failed", "request_id", Meta(ctx).RequestID, "error", err.Error())
+			panic(messages.InvokeResponse_Error{Message: err.Error(), Type: errType})
+		}
+	}
+}
+
+// inflight counts running invocations so pre-stop can wait for them: the
+// SDK runs each invocation (and the pre-stop call) in its own goroutine.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil while n is 0
+}
+
+func (f *inflight) track(h Handle) Handle {
+	return func(ctx context.Context, body []byte, meta handler.Meta) handler.Reply {
+		f.mu.Lock()
+		if f.n == 0 {
+			f.idle = make(chan struct{})
+		}
+		f.n++
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			if f.n--; f.n == 0 {
+				close(f.idle)
+				f.idle = nil
+			}
+			f.mu.Unlock()
+		}()
+		return h(ctx, body, meta)
+	}
+}
+
+// wait returns when no invocation runs or ctx (the pre-stop deadline) ends.
+func (f *inflight) wait(ctx context.Context) {
+	f.mu.Lock()
+	idle := f.idle
+	f.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
+}

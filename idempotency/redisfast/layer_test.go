@@ -1,0 +1,174 @@
+package redisfast_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/internal/testenv"
+)
+
+func layer(t *testing.T) *redisfast.Layer {
+	t.Helper()
+	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	l, err := redisfast.New(rdb, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func key() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func TestTTLBound(t *testing.T) {
+	for _, ttl := range []time.Duration{0, -time.Second, 301 * time.Second} {
+		if _, err := redisfast.New(nil, ttl); err == nil {
+			t.Errorf("ttl %s accepted", ttl)
+		}
+	}
+	if redisfast.Key("abc") != "idem:{abc}" {
+		t.Fatal(redisfast.Key("abc"))
+	}
+}
+
+func TestClaimVerdicts(t *testing.T) {
+	l := layer(t)
+	ctx := context.Background()
+	type step struct {
+		name    string
+		do      func(k string) (idempotency.FastAnswer, error)
+		verdict idempotency.FastVerdict
+	}
+	claim := func(owner, ph string, lease time.Duration) func(string) (idempotency.FastAnswer, error) {
+		return func(k string) (idempotency.FastAnswer, error) { return l.Claim(ctx, k, owner, ph, lease) }
+	}
+	publish := func(rec idempotency.Record, left time.Duration) func(string) (idempotency.FastAnswer, error) {
+		return func(k string) (idempotency.FastAnswer, error) {
+			rec.Key = k
+			return idempotency.FastAnswer{Verdict: "published"}, l.Publish(ctx, rec, left)
+		}
+	}
+	sleep := func(d time.Duration) func(string) (idempotency.FastAnswer, error) {
+		return func(string) (idempotency.FastAnswer, error) {
+			time.Sleep(d)
+			return idempotency.FastAnswer{Verdict: "slept"}, nil
+		}
+	}
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"first then other then same", []step{
+			{"a claims", claim("a", "ph", time.Minute), idempotency.FastFirst},
+			{"b sees a's live lease", claim("b", "ph", time.Minute), idempotency.FastRepeatOther},
+			{"a retries", claim("a", "ph", time.Minute), idempotency.FastRepeatSame},
+			{"other payload", claim("c", "other", time.Minute), idempotency.FastMismatch},
+		}},
+		{"expired lease is stale, then the new claimant holds it", []step{
+			{"a claims briefly", claim("a", "ph", 30*time.Millisecond), idempotency.FastFirst},
+			{"wait", sleep(60 * time.Millisecond), "slept"},
+			{"b may go to the store", claim("b", "ph", time.Minute), idempotency.FastStale},
+			{"c waits for b", claim("c", "ph", time.Minute), idempotency.FastRepeatOther},
+		}},
+		{"terminal state answers with its result", []step{
+			{"a claims", claim("a", "ph", time.Minute), idempotency.FastFirst},
+			{"store committed", publish(idempotency.Record{Status: idempotency.StatusSucceeded, Fence: 1, Attempt: 1,
+				ResultRef: "oss://b/k", PayloadHash: "ph"}, 0), "published"},
+			{"duplicate", claim("b", "ph", time.Minute), idempotency.FastSucceeded},
+		}},
+		{"retryable failure lets the next claimant try the store", []step{
+			{"publish retryable", publish(idempotency.Record{Status: idempotency.StatusFailedRetryable, Fence: 1, Attempt: 1,
+				PayloadHash: "ph"}, 0), "published"},
+			{"b", claim("b", "ph", time.Minute), idempotency.FastStale},
+		}},
+		{"lower fence never overwrites", []step{
+			{"final at fence 2", publish(idempotency.Record{Status: idempotency.StatusFailedFinal, Fence: 2, Attempt: 2,
+				LastErrorCode: "policy_rejected", PayloadHash: "ph"}, 0), "published"},
+			{"stale RUNNING at fence 1", publish(idempotency.Record{Status: idempotency.StatusRunning, Fence: 1,
+				LeaseOwner: "old", PayloadHash: "ph"}, time.Minute), "published"},
+			{"still final", claim("b", "ph", time.Minute), idempotency.FastFailedFinal},
+		}},
+		{"terminal at the same fence is not regressed", []step{
+			{"succeeded at 3", publish(idempotency.Record{Status: idempotency.StatusSucceeded, Fence: 3, PayloadHash: "ph"}, 0), "published"},
+			{"renewal at 3 arrives late", publish(idempotency.Record{Status: idempotency.StatusRunning, Fence: 3,
+				LeaseOwner: "x", PayloadHash: "ph"}, time.Minute), "published"},
+			{"still succeeded", claim("b", "ph", time.Minute), idempotency.FastSucceeded},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k := key()
+			for _, s := range c.steps {
+				ans, err := s.do(k)
+				if err != nil {
+					t.Fatalf("%s: %v", s.name, err)
+				}
+				if ans.Verdict != s.verdict {
+					t.Fatalf("%s: verdict %s, want %s", s.name, ans.Verdict, s.verdict)
+				}
+			}
+		})
+	}
+}
+
+func TestTerminalAnswerCarriesRecord(t *testing.T) {
+	l := layer(t)
+	ctx := context.Background()
+	k := key()
+	rec := idempotency.Record{Key: k, Status: idempotency.StatusFailedFinal, Fence: 2, Attempt: 2, PayloadHash: "ph",
+		LastErrorCode: "policy_rejected", LastError: "data_inspection_failed"}
+	if err := l.Publish(ctx, rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	ans, err := l.Claim(ctx, k, "b", "ph", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ans.Record
+	if got.Status != rec.Status || got.Fence != 2 || got.Attempt != 2 || got.LastErrorCode != "policy_rejected" ||
+		got.LastError != "data_inspection_failed" {
+		t.Fatalf("answer %+v", got)
+	}
+}
+
+func TestReleaseOnlyUnconfirmedOwnClaim(t *testing.T) {
+	l := layer(t)
+	ctx := context.Background()
+	cases := []struct {
+		name      string
+		setup     func(k string)
+		releaser  string
+		thenClaim idempotency.FastVerdict // what a fresh claimant sees afterwards
+	}{
+		{"own unconfirmed claim is dropped", func(k string) { _, _ = l.Claim(ctx, k, "a", "ph", time.Minute) }, "a", idempotency.FastFirst},
+		{"another owner's claim stays", func(k string) { _, _ = l.Claim(ctx, k, "a", "ph", time.Minute) }, "x", idempotency.FastRepeatOther},
+		{"a confirmed claim stays", func(k string) {
+			_ = l.Publish(ctx, idempotency.Record{Key: k, Status: idempotency.StatusRunning, Fence: 1, LeaseOwner: "a", PayloadHash: "ph"}, time.Minute)
+		}, "a", idempotency.FastRepeatOther},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k := key()
+			c.setup(k)
+			if err := l.Release(ctx, k, c.releaser); err != nil {
+				t.Fatal(err)
+			}
+			ans, err := l.Claim(ctx, k, "fresh", "ph", time.Minute)
+			if err != nil || ans.Verdict != c.thenClaim {
+				t.Fatalf("after release: %s %v, want %s", ans.Verdict, err, c.thenClaim)
+			}
+		})
+	}
+}
