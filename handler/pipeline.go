@@ -280,6 +280,8 @@ func classifyResultErr(op string, err error) error {
 		return err
 	case errors.Is(err, ossresult.ErrPermission):
 		return idempotency.Final("permission_denied", fmt.Errorf("%s: %w", op, err))
+	case errors.Is(err, ossresult.ErrInvalid):
+		return idempotency.Final("invalid_request", fmt.Errorf("%s: %w", op, err))
 	case errors.Is(err, ossresult.ErrConflict):
 		return idempotency.Final("result_conflict", fmt.Errorf("%s: %w", op, err))
 	case ossresult.Retryable(err):

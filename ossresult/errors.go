@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"syscall"
 )
 
@@ -92,6 +93,11 @@ func transient(err error) bool {
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
 		return true
+	}
+	// *url.Error wraps every client failure, bad requests included (it
+	// satisfies net.Error itself), so judge what it wraps.
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Timeout() || transient(ue.Err)
 	}
 	_, isNet := errors.AsType[net.Error](err)
 	return isNet

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"syscall"
 	"testing"
 
@@ -39,6 +40,9 @@ func TestClassify(t *testing.T) {
 		{"deadline", nil, fmt.Errorf("Put: %w", context.DeadlineExceeded), nil, true},
 		{"truncated", nil, io.ErrUnexpectedEOF, nil, true},
 		{"local SDK error", nil, errors.New("object name is empty"), nil, false},
+		{"request the client refused to send", nil,
+			&url.Error{Op: "Put", URL: "http://x/k", Err: errors.New(`net/http: invalid header field value for "X"`)}, nil, false},
+		{"url-wrapped reset", nil, &url.Error{Op: "Put", URL: "http://x/k", Err: syscall.ECONNRESET}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := classify("put", "k", tc.resp, tc.err)

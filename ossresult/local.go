@@ -65,7 +65,7 @@ func (l *Local) PutOnce(ctx context.Context, key string, body []byte, contentTyp
 	if err := checkKey(key); err != nil {
 		return "", &Error{Op: "put", Key: key, Err: err}
 	}
-	if err := m.check(); err != nil {
+	if err := checkPut(contentType, m); err != nil {
 		return "", &Error{Op: "put", Key: key, Err: err}
 	}
 	if err := ctx.Err(); err != nil {

@@ -21,16 +21,17 @@ const (
 // maxMetaLen bounds each value well inside OSS's 8 KB of user metadata.
 const maxMetaLen = 1024
 
-// check keeps values to printable ASCII: they travel as HTTP header values,
-// which OSS neither escapes nor accepts as arbitrary bytes.
-func (m Meta) check() error {
-	for _, v := range []string{m.IdempotencyKey, m.RequestID} {
+// checkPut keeps the content type and metadata to printable ASCII: they
+// travel as HTTP header values, which OSS neither escapes nor accepts as
+// arbitrary bytes (and CR/LF would forge headers).
+func checkPut(contentType string, m Meta) error {
+	for _, v := range []string{contentType, m.IdempotencyKey, m.RequestID} {
 		if len(v) > maxMetaLen {
-			return invalid("metadata value longer than %d bytes", maxMetaLen)
+			return invalid("header value longer than %d bytes", maxMetaLen)
 		}
 		for i := 0; i < len(v); i++ {
 			if v[i] < 0x20 || v[i] > 0x7e {
-				return invalid("metadata value %q is not printable ASCII", v)
+				return invalid("header value %q is not printable ASCII", v)
 			}
 		}
 	}

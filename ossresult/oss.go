@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 
 // OSSConfig configures the OSS store (OSS_ENDPOINT, OSS_BUCKET, OSS_REGION).
 type OSSConfig struct {
-	// Endpoint, e.g. https://oss-cn-hangzhou-internal.aliyuncs.com. The SDK
-	// addresses buckets virtual-host style, except on an IP endpoint
+	// Endpoint, e.g. https://oss-cn-hangzhou-internal.aliyuncs.com; without a
+	// scheme, https is assumed (the SDK would assume http). The SDK addresses
+	// buckets virtual-host style, except on an IP endpoint
 	// (http://127.0.0.1:port, as in tests) where it uses path style.
 	Endpoint string
 	Bucket   string
@@ -82,6 +84,9 @@ func NewOSS(cfg OSSConfig) (*OSS, error) {
 		return nil, errors.New("ossresult: OSS bucket is empty (OSS_BUCKET)")
 	case cfg.Region == "":
 		return nil, errors.New("ossresult: OSS region is empty (OSS_REGION); V4 signing needs it")
+	}
+	if !strings.Contains(cfg.Endpoint, "://") {
+		cfg.Endpoint = "https://" + cfg.Endpoint
 	}
 	if cfg.HTTPTimeout <= 0 {
 		cfg.HTTPTimeout = defaultHTTPTimeout

@@ -312,3 +312,43 @@ func TestNewOSSValidates(t *testing.T) {
 		})
 	}
 }
+
+// corruptCRC puts a proxy in front of the fake that falsifies
+// x-oss-hash-crc64ecma, as a body damaged in transit would look.
+func corruptCRC(t *testing.T, f *ossfake.Server) string {
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		f.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		if w.Header().Get("X-Oss-Hash-Crc64ecma") != "" {
+			w.Header().Set("X-Oss-Hash-Crc64ecma", "12345")
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(p.Close)
+	return p.URL
+}
+
+// The SDK's CRC check stays on: a PUT or GET whose checksum disagrees is a
+// retryable failure, never a silent success.
+func TestOSSChecksumMismatch(t *testing.T) {
+	f := newFake(t)
+	good := bucketOn(t, f, nil)
+	if _, err := good.PutOnce(context.Background(), "stored", []byte("v"), "", ossresult.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := newOSS(t, corruptCRC(t, f), func(c *ossresult.OSSConfig) { c.MaxRetries = -1 }).With(stsCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bad.PutOnce(context.Background(), "new", []byte("v"), "", ossresult.Meta{})
+	if !ossresult.Retryable(err) || !strings.Contains(err.Error(), "crc") {
+		t.Fatalf("PutOnce with a bad CRC answer = %v, want a retryable CRC error", err)
+	}
+	if _, _, err := bad.Get(context.Background(), "stored"); !ossresult.Retryable(err) || !strings.Contains(err.Error(), "CRC") {
+		t.Fatalf("Get with a bad CRC answer = %v, want a retryable CRC error", err)
+	}
+}

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aliyun/aliyun-oss-go-sdk/oss"
@@ -31,14 +29,14 @@ func (b *OSSBucket) Ref(key string) string { return "oss://" + b.name + "/" + ke
 var errExists = errors.New("object already exists")
 
 // PutOnce writes body under key with x-oss-forbid-overwrite. On 409 it
-// compares the existing object with body (length, CRC-64/ECMA and the MD5
-// ETag of a simple upload): equal is success, different is ErrConflict. A
-// retry after a lost response therefore succeeds instead of conflicting.
+// compares the existing object with body (length and x-oss-hash-crc64ecma
+// from a HEAD): equal is success, different is ErrConflict. A retry after a
+// lost response therefore succeeds instead of conflicting.
 func (b *OSSBucket) PutOnce(ctx context.Context, key string, body []byte, contentType string, m Meta) (string, error) {
 	if err := checkKey(key); err != nil {
 		return "", &Error{Op: "put", Key: key, Err: err}
 	}
-	if err := m.check(); err != nil {
+	if err := checkPut(contentType, m); err != nil {
 		return "", &Error{Op: "put", Key: key, Err: err}
 	}
 	if contentType == "" {
@@ -106,8 +104,10 @@ func (b *OSSBucket) compare(ctx context.Context, key string, body []byte) error 
 	if n, err := strconv.Atoi(h.Get("Content-Length")); err == nil && n != len(body) {
 		return &Error{Op: "put", Key: key, kind: ErrConflict}
 	}
+	// Length and CRC-64 decide; the ETag is an MD5 only for simple uploads,
+	// so it could call equal bytes different.
 	crc := h.Get(oss.HTTPHeaderOssCRC64)
-	if crc == "" { // no checksum to compare (very old object): compare the bytes
+	if crc == "" { // no checksum to compare (an object from elsewhere): compare the bytes
 		have, _, err := b.getOnce(ctx, key)
 		if err != nil {
 			return err
@@ -119,13 +119,6 @@ func (b *OSSBucket) compare(ctx context.Context, key string, body []byte) error 
 	}
 	if crc != strconv.FormatUint(crc64Of(body), 10) {
 		return &Error{Op: "put", Key: key, kind: ErrConflict}
-	}
-	// A simple upload's ETag is the body's MD5; multipart ETags have a "-".
-	if etag := strings.Trim(h.Get("ETag"), `"`); len(etag) == 32 {
-		sum := md5Of(body)
-		if !strings.EqualFold(etag, hex.EncodeToString(sum[:])) {
-			return &Error{Op: "put", Key: key, kind: ErrConflict}
-		}
 	}
 	return nil
 }

@@ -9,7 +9,7 @@
 // faults ([Server.FailNext], [Server.FailNextAfterApply]). [Server.Objects],
 // [Server.Puts] and [Server.Requests] let tests count what reached it.
 //
-// Not modelled: buckets operations, listing, multipart, versioning, ACLs,
+// Not modelled: bucket operations, listing, multipart, versioning, ACLs,
 // signed-payload hashes and presigned URLs.
 package ossfake
 
@@ -22,7 +22,7 @@ import (
 
 // Config describes the one bucket and the one identity the fake accepts.
 type Config struct {
-	Bucket, Region              string
+	Bucket, Region               string
 	AccessKeyID, AccessKeySecret string
 	// SecurityToken, when set, must arrive as x-oss-security-token (STS);
 	// when empty, a request that carries a token is refused.

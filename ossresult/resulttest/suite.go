@@ -189,6 +189,10 @@ func invalidKeys(t *testing.T, s Subject) {
 	if !errors.Is(err, ossresult.ErrInvalid) {
 		t.Fatalf("metadata with CRLF = %v, want ErrInvalid", err)
 	}
+	_, err = s.Store.PutOnce(ctx(t), "ok/key", []byte("x"), "text/plain\r\nX-Injected: 1", ossresult.Meta{})
+	if !errors.Is(err, ossresult.ErrInvalid) {
+		t.Fatalf("content type with CRLF = %v, want ErrInvalid", err)
+	}
 	if got := s.Keys(t); len(got) != 0 {
 		t.Fatalf("invalid writes left %v", got)
 	}
