@@ -7,37 +7,40 @@ import (
 
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/keys"
+	"github.com/idemgate/idemgate/ossresult"
 )
 
-// ErrUnknownKey: inspect found no record for the key.
+// ErrUnknownKey: there is no record for the key.
 var ErrUnknownKey = errors.New("no record for that key")
 
-// Inspection is what `main inspect` prints: the record and its steps' records.
-// Records hold no secrets (credentials never enter them).
+// Inspection is what `main inspect` prints. Records and object metadata hold
+// no secrets: credentials never enter them.
 type Inspection struct {
-	Record idempotency.Record            `json:"record"`
-	Steps  map[string]idempotency.Record `json:"steps"`
+	Record  idempotency.Record            `json:"record"`
+	Steps   map[string]idempotency.Record `json:"steps"`
+	Replays []idempotency.Replay          `json:"replays"`
+	Objects map[string]string             `json:"objects"` // object key → ref, for those that exist
 }
 
-// Inspect reads K's record and the per-operation records of its task type's
-// steps and of the pipeline's publish and notify.
-func Inspect(ctx context.Context, e *idempotency.Engine, tasks *Registry, key string) (Inspection, error) {
-	rec, err := e.Get(ctx, key)
+// Inspect reads K's record, its steps' records (the task type's, publish and
+// notify), its replay audit and which of its objects exist.
+func (p *Pipeline) Inspect(ctx context.Context, key string, meta Meta) (Inspection, error) {
+	rec, err := p.Engine.Get(ctx, key)
 	if errors.Is(err, idempotency.ErrNotFound) {
 		return Inspection{}, fmt.Errorf("%s: %w", key, ErrUnknownKey)
 	}
 	if err != nil {
 		return Inspection{}, err
 	}
-	out := Inspection{Record: rec, Steps: map[string]idempotency.Record{}}
+	out := Inspection{Record: rec, Steps: map[string]idempotency.Record{}, Objects: map[string]string{}}
 	var names []string
-	if tt, ok := tasks.Get(rec.TaskType); ok {
+	if tt, ok := p.Tasks.Get(rec.TaskType); ok {
 		for _, s := range tt.Steps {
 			names = append(names, s.Name)
 		}
 	}
 	for _, op := range append(names, stepPublish, stepNotify) {
-		r, err := e.Get(ctx, keys.OpKey(key, op))
+		r, err := p.Engine.Get(ctx, keys.OpKey(key, op))
 		if errors.Is(err, idempotency.ErrNotFound) {
 			continue
 		}
@@ -45,6 +48,31 @@ func Inspect(ctx context.Context, e *idempotency.Engine, tasks *Registry, key st
 			return out, err
 		}
 		out.Steps[op] = r
+	}
+	if p.Maint != nil {
+		if out.Replays, err = p.Maint.Replays(ctx, key); err != nil {
+			return out, err
+		}
+	}
+	rs, err := p.Results(ctx, meta.Credentials)
+	if err != nil {
+		return out, err
+	}
+	objs := []func() (string, error){func() (string, error) { return ossresult.InputKey(key) },
+		func() (string, error) { return ossresult.ApprovedKey(key) }}
+	for n := 1; n <= rec.Attempt; n++ {
+		objs = append(objs, func() (string, error) { return ossresult.AttemptKey(key, n) })
+	}
+	for _, mk := range objs {
+		k, err := mk()
+		if err != nil {
+			return out, err
+		}
+		if _, _, err := rs.Get(ctx, k); err == nil {
+			out.Objects[k] = rs.Ref(k)
+		} else if !errors.Is(err, ossresult.ErrNotFound) {
+			return out, err
+		}
 	}
 	return out, nil
 }

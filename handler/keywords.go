@@ -29,6 +29,9 @@ var Keywords = TaskType{
 			return strings.Join(candidates(input.Text, 12), ","), nil
 		}},
 		{Name: "rank", Run: func(ctx context.Context, in *StepInput) (string, error) {
+			if key, ok, err := in.PriorOutput(ctx); err != nil || ok {
+				return key, err
+			}
 			resp, err := in.Model.Complete(ctx, llm.Request{Key: in.Key, RequestID: in.RequestID,
 				System: "You pick the five most telling keywords. Answer as a Markdown list.",
 				Prompt: "Candidates: " + in.Prior["candidates"]})

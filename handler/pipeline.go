@@ -30,8 +30,11 @@ type Pipeline struct {
 	Model   Model
 	Notify  Notifier // nil: notify.url is refused as unsupported
 	Tasks   *Registry
-	Sweeper Sweeper // nil: the timer's sweep answers that no sweeper is configured
-	Log     *slog.Logger
+	Maint   MaintStore // nil: sweep and replay are unavailable
+	// Fault, when set, is called at named points of the pipeline; the drill
+	// tests kill the process there (IDEMGATE_FAULT). Nil in production.
+	Fault func(point string)
+	Log   *slog.Logger
 }
 
 // Handle answers one FC invocation body. It never panics: a panic inside a
@@ -62,7 +65,7 @@ func (p *Pipeline) Handle(ctx context.Context, body []byte, meta Meta) (r Reply)
 	case event.KindBatch:
 		return p.batch(ctx, inv, err, meta)
 	case event.KindTimer:
-		return p.timer(ctx, inv)
+		return p.timer(ctx, inv, meta)
 	case event.KindFailureDestination:
 		o := failure(Outcome{RequestID: meta.RequestID}, idempotency.Final("dead_letter_message",
 			errors.New("an FC failure-destination message is not a task: re-drive it with `main replay --dlq FILE`")))
@@ -110,12 +113,8 @@ func (p *Pipeline) batch(ctx context.Context, inv *event.Invocation, batchErr er
 	return reply(answer, answer.ErrorType != "", answer.ErrorType)
 }
 
-func (p *Pipeline) timer(ctx context.Context, inv *event.Invocation) Reply {
-	if p.Sweeper == nil {
-		return reply(map[string]string{"trigger": inv.Timer.TriggerName, "status": "SKIPPED",
-			"reason": "no sweeper is configured in this build"}, false, "")
-	}
-	rep, err := p.Sweeper.Sweep(ctx)
+func (p *Pipeline) timer(ctx context.Context, inv *event.Invocation, meta Meta) Reply {
+	rep, err := p.Sweep(ctx, meta, SweepOptions{})
 	if err != nil {
 		o := failure(Outcome{}, err)
 		return reply(o, true, o.ErrorType)
@@ -169,12 +168,13 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 		lease = l
 		ctx = logx.With(ctx, slog.Int64("fence", l.Fence), slog.Int("attempt", l.Attempt))
 		p.Log.InfoContext(ctx, "claimed", "fc_retry_count", meta.RetryCount)
-		doc, err := jcs.Marshal(map[string]any{"tenant_id": t.TenantID, "task_type": t.TaskType,
-			"operation": t.Operation, "input_version": d.InputVersion, "input": t.Input})
+		doc, err := inputDoc(t, d.InputVersion)
 		if err != nil {
 			return "", idempotency.Final("invalid_request", err)
 		}
-		if _, err := rs.PutOnce(ctx, inputKey, doc, "application/json", objMeta); err != nil {
+		// input.json is create-once; a double submit that differs only in
+		// notify finds the first one's input there, which then stands.
+		if _, err := rs.PutOnce(ctx, inputKey, doc, "application/json", objMeta); err != nil && !errors.Is(err, ossresult.ErrConflict) {
 			return "", classifyResultErr("save input", err)
 		}
 		prior := map[string]string{}
@@ -186,6 +186,9 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 			}
 			prior[s.Name] = v
 			outKey = v
+		}
+		if p.Fault != nil {
+			p.Fault("after_output") // the result is saved, the record not yet completed
 		}
 		return rs.Ref(outKey), nil
 	})
@@ -203,24 +206,44 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 	// Completion is recorded; publish and notify run once per key. Our own
 	// run does them now; a retry of the same FC request (its first try died
 	// after completing) finishes them.
-	fin := lease
-	if fin == nil && out.Status == idempotency.StatusSucceeded && meta.RetryCount > 0 {
-		rec, err := p.Engine.Get(ctx, d.Key)
-		if err != nil {
+	switch {
+	case out.Status != idempotency.StatusSucceeded:
+	case lease != nil:
+		if err := p.finish(ctx, lease, rs, t, o, outKey, objMeta); err != nil {
 			return p.logged(ctx, start, failure(o, err))
 		}
-		step, err := p.Engine.Get(ctx, keys.OpKey(d.Key, tt.Steps[len(tt.Steps)-1].Name))
-		if err != nil {
-			return p.logged(ctx, start, failure(o, err))
-		}
-		fin, outKey = p.Engine.Attach(rec, owner), step.ResultRef
-	}
-	if fin != nil && out.Status == idempotency.StatusSucceeded {
-		if err := p.finish(ctx, fin, rs, t, o, outKey, objMeta); err != nil {
+	case meta.RetryCount > 0:
+		if err := p.finishExisting(ctx, rs, d.Key, tt, t, o, owner, objMeta); err != nil {
 			return p.logged(ctx, start, failure(o, err))
 		}
 	}
 	return p.logged(ctx, start, o)
+}
+
+// finishExisting runs publish and notify for a record completed earlier.
+func (p *Pipeline) finishExisting(ctx context.Context, rs ResultStore, key string, tt TaskType, t *event.Task, o Outcome, owner string, m ossresult.Meta) error {
+	rec, err := p.Engine.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	step, err := p.Engine.Get(ctx, keys.OpKey(key, tt.Steps[len(tt.Steps)-1].Name))
+	if err != nil {
+		return err
+	}
+	return p.finish(ctx, p.Engine.Attach(rec, owner), rs, t, o, step.ResultRef, m)
+}
+
+// inputDoc is input.json: what a re-drive needs to run the task again.
+func inputDoc(t *event.Task, inputVersion string) ([]byte, error) {
+	doc := map[string]any{"tenant_id": t.TenantID, "task_type": t.TaskType, "operation": t.Operation,
+		"input_version": inputVersion, "input": t.Input}
+	if t.IdempotencyKey != "" {
+		doc["idempotency_key"] = t.IdempotencyKey
+	}
+	if t.Notify != nil {
+		doc["notify"] = t.Notify
+	}
+	return jcs.Marshal(doc)
 }
 
 // finish publishes approved/result.md from the winning attempt's output and

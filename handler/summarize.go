@@ -22,6 +22,9 @@ var Summarize = TaskType{
 		if err := json.Unmarshal(in.Task.Input, &input); err != nil || input.Content == "" {
 			return "", idempotency.Final("invalid_request", fmt.Errorf("summarize: input.content must be a non-empty string"))
 		}
+		if key, ok, err := in.PriorOutput(ctx); err != nil || ok {
+			return key, err
+		}
 		if input.MaxWords <= 0 {
 			input.MaxWords = 120
 		}

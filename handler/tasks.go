@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -70,6 +71,27 @@ func (in *StepInput) SaveOutput(ctx context.Context, out Output) (string, error)
 		return "", classifyResultErr("save output", err)
 	}
 	return key, nil
+}
+
+// PriorOutput finds the output object of an earlier attempt of this key, if
+// one was saved: a worker that died (or timed out) after the model answered
+// leaves it behind, and the retry should use it instead of paying for the
+// model again.
+func (in *StepInput) PriorOutput(ctx context.Context) (string, bool, error) {
+	for n := in.Attempt - 1; n >= 1; n-- {
+		key, err := ossresult.AttemptKey(in.Key, n)
+		if err != nil {
+			return "", false, idempotency.Final("invalid_request", err)
+		}
+		_, _, err = in.Results.Get(ctx, key)
+		switch {
+		case err == nil:
+			return key, true, nil
+		case !errors.Is(err, ossresult.ErrNotFound):
+			return "", false, classifyResultErr("read prior output", err)
+		}
+	}
+	return "", false, nil
 }
 
 // Registry maps task_type to its TaskType. Safe for concurrent reads after

@@ -45,8 +45,3 @@ type Model interface {
 type Notifier interface {
 	Post(ctx context.Context, url, key, requestID string, body []byte) error
 }
-
-// Sweeper re-drives stuck tasks (the timer trigger's "sweep").
-type Sweeper interface {
-	Sweep(ctx context.Context) (any, error)
-}

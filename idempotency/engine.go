@@ -41,6 +41,7 @@ type options struct {
 	fastBackoff time.Duration
 	log         *slog.Logger
 	fast        FastLayer
+	observe     func(Decision, bool)
 }
 
 // Option configures an Engine.
@@ -79,6 +80,7 @@ func New(store Store, opts ...Option) *Engine {
 	}
 	e.o = o
 	e.fast = o.fast
+	e.stats.observe = o.observe
 	return e
 }
 

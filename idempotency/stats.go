@@ -17,12 +17,16 @@ type counters struct {
 	decisions                   [6]atomic.Int64
 	fastRejects, storeConflicts atomic.Int64
 	fastErrors, fastSkipped     atomic.Int64
+	observe                     func(Decision, bool)
 }
 
 var decisionOrder = [...]Decision{DecisionFirst, DecisionRepeatSame, DecisionTakeover, DecisionRepeatOther,
 	DecisionRepeatDone, DecisionPayloadMismatch}
 
 func (c *counters) count(d Decision, fast bool) {
+	if c.observe != nil {
+		c.observe(d, fast)
+	}
 	for i, x := range decisionOrder {
 		if x == d {
 			c.decisions[i].Add(1)

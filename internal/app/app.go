@@ -57,7 +57,11 @@ func Secrets(cfg config.Config) []string {
 func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error) {
 	a := &App{Cfg: cfg, Log: log, Redactor: red}
 	red.Add(Secrets(cfg)...)
-	var store idempotency.Store
+	var store interface {
+		idempotency.Store
+		handler.MaintStore
+		idempotency.StatsSink
+	}
 	if cfg.MySQLDSN != "" {
 		s, err := mysqlstore.Open(cfg.MySQLDSN, mysqlstore.Options{})
 		if err != nil {
@@ -73,8 +77,10 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		a.Embedded, store = s, s
 		a.closers = append(a.closers, s.Close)
 	}
+	rec := idempotency.NewRecorder(store, 10*time.Second, log)
+	a.closers = append(a.closers, rec.Close) // flushed before the store closes
 	opts := []idempotency.Option{idempotency.WithLease(cfg.Lease), idempotency.WithMaxAttempts(cfg.MaxAttempts),
-		idempotency.WithLogger(log)}
+		idempotency.WithLogger(log), idempotency.WithObserver(rec.Observe)}
 	if cfg.RedisURL != "" {
 		rdb, err := redisfast.Dial(cfg.RedisURL, 0)
 		if err != nil {
@@ -102,7 +108,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		return nil, err
 	}
 	a.Pipeline = &handler.Pipeline{Engine: a.Engine, Results: results, Model: model, Notify: notify.New(10*time.Second, nil),
-		Tasks: handler.Builtin(), Log: log}
+		Tasks: handler.Builtin(), Maint: store, Log: log}
 	return a, nil
 }
 

@@ -1,0 +1,111 @@
+package idempotency
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// StatsSink stores per-minute counters (mysqlstore and boltstore implement it).
+type StatsSink interface {
+	AddStats(ctx context.Context, rows []StatRow) error
+}
+
+// Recorder keeps per-minute claim counters in memory and adds them to a sink
+// in batches, so that `main stats` can show decisions and the duplicate rate
+// across instances without one extra write per invocation.
+type Recorder struct {
+	sink StatsSink
+	log  *slog.Logger
+	mu   sync.Mutex
+	cur  map[statKey]int64
+	stop chan struct{}
+	done chan struct{}
+}
+
+type statKey struct {
+	minute time.Time
+	name   string
+}
+
+// Counter names besides the decisions (lower-cased).
+const (
+	StatFastReject    = "fast_reject"
+	StatStoreConflict = "store_conflict"
+)
+
+// NewRecorder starts a recorder that flushes every interval until Close.
+func NewRecorder(sink StatsSink, every time.Duration, log *slog.Logger) *Recorder {
+	r := &Recorder{sink: sink, log: log, cur: map[statKey]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go r.loop(every)
+	return r
+}
+
+// Observe counts one claim decision; fast says the fast layer answered it.
+func (r *Recorder) Observe(d Decision, fast bool) {
+	m := time.Now().UTC().Truncate(time.Minute)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cur[statKey{m, strings.ToLower(string(d))}]++
+	if d == DecisionRepeatOther || d == DecisionRepeatDone || d == DecisionPayloadMismatch {
+		name := StatStoreConflict
+		if fast {
+			name = StatFastReject
+		}
+		r.cur[statKey{m, name}]++
+	}
+}
+
+func (r *Recorder) loop(every time.Duration) {
+	defer close(r.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			r.Flush(context.Background())
+			return
+		case <-t.C:
+			r.Flush(context.Background())
+		}
+	}
+}
+
+// Flush adds what was counted to the sink; on failure the counts are kept
+// for the next flush.
+func (r *Recorder) Flush(ctx context.Context) {
+	r.mu.Lock()
+	batch := r.cur
+	r.cur = map[statKey]int64{}
+	r.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	rows := make([]StatRow, 0, len(batch))
+	for k, n := range batch {
+		rows = append(rows, StatRow{Minute: k.minute, Name: k.name, Count: n})
+	}
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.sink.AddStats(c, rows); err != nil {
+		r.log.WarnContext(ctx, "stats flush failed; keeping the counts", "error", err.Error())
+		r.mu.Lock()
+		for k, n := range batch {
+			r.cur[k] += n
+		}
+		r.mu.Unlock()
+	}
+}
+
+// Close flushes and stops.
+func (r *Recorder) Close() error {
+	close(r.stop)
+	<-r.done
+	return nil
+}
+
+// WithObserver calls fn for every claim decision (fast: answered by the fast
+// layer). A Recorder's Observe is the usual fn.
+func WithObserver(fn func(d Decision, fast bool)) Option { return func(o *options) { o.observe = fn } }
