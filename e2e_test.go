@@ -176,10 +176,17 @@ type llmFake struct {
 	calls map[string]int
 	total atomic.Int32
 	delay time.Duration
+	// behave, when set, decides each call (n counts from 1): a delay before
+	// answering and an HTTP status (0 or 200: a normal answer).
+	behave atomic.Pointer[func(n int32) (time.Duration, int)]
+	// arrived receives each call's number as it arrives.
+	arrived chan int32
 }
 
+func (f *llmFake) set(b func(n int32) (time.Duration, int)) { f.behave.Store(&b) }
+
 func newLLMFake(t *testing.T, delay time.Duration) *llmFake {
-	f := &llmFake{calls: map[string]int{}, delay: delay}
+	f := &llmFake{calls: map[string]int{}, delay: delay, arrived: make(chan int32, 1000)}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-test-key" {
 			http.Error(w, `{"error":{"code":"invalid_api_key","message":"bad"}}`, http.StatusUnauthorized)
@@ -189,10 +196,20 @@ func newLLMFake(t *testing.T, delay time.Duration) *llmFake {
 		f.mu.Lock()
 		f.calls[key]++
 		f.mu.Unlock()
-		f.total.Add(1)
-		time.Sleep(f.delay)
+		n := f.total.Add(1)
+		f.arrived <- n
+		delay, status := f.delay, 0
+		if b := f.behave.Load(); b != nil {
+			delay, status = (*b)(n)
+		}
+		time.Sleep(delay)
+		if status != 0 && status != 200 {
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"error":{"code":"fake","message":"status %d"}}`, status)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"cmpl-1","object":"chat.completion","model":"qwen-plus","choices":[{"index":0,"message":{"role":"assistant","content":"summary for %s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, key[:8])
+		fmt.Fprintf(w, `{"id":"cmpl-1","object":"chat.completion","model":"qwen-plus","choices":[{"index":0,"message":{"role":"assistant","content":"summary %d for %s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, n, key[:8])
 	}))
 	t.Cleanup(f.srv.Close)
 	return f

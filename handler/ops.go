@@ -148,6 +148,7 @@ func (p *Pipeline) redrive(ctx context.Context, rec idempotency.Record, meta Met
 			_, _ = l.Fail(ctx, idempotency.Final("input_missing", errors.New("the worker died before saving input.json; replay from the dead-letter queue")))
 		}
 		p.Log.WarnContext(ctx, "stuck task without stored input recorded FAILED_FINAL", "status", rec.Status)
+		o.Status = string(idempotency.StatusFailedFinal)
 		return failure(o, idempotency.Final("input_missing", errors.New("no input.json")))
 	}
 	if err != nil {

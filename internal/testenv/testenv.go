@@ -5,6 +5,8 @@ package testenv
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"database/sql"
 	"fmt"
 	"os"
@@ -81,4 +83,33 @@ func RedisURL(t testing.TB) string {
 		unavailable(t, "Redis at "+opt.Addr, err)
 	}
 	return u
+}
+
+// FreshMySQLDSN creates a database of its own for the test (dropped at the
+// end), for tests that scan whole tables, such as the sweeper's.
+func FreshMySQLDSN(t testing.TB) string {
+	t.Helper()
+	dsn := MySQLDSN(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	cfg.DBName = "idemgate_t_" + hex.EncodeToString(b)
+	admin := *cfg
+	admin.DBName = ""
+	db, err := sql.Open("mysql", admin.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE DATABASE `" + cfg.DBName + "`"); err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + cfg.DBName + "`")
+		db.Close()
+	})
+	return cfg.FormatDSN()
 }
