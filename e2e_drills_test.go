@@ -295,7 +295,7 @@ func TestDrillSigstopPastLease(t *testing.T) {
 	}()
 	<-d.llm.arrived
 	_ = paused.cmd.Process.Signal(syscall.SIGSTOP)
-	time.Sleep(1500 * time.Millisecond) // past the 1 s lease
+	time.Sleep(1500 * time.Millisecond)               // past the 1 s lease
 	a, err := other.tryInvoke(body, "fc-"+nonce(), 0) // a redelivery
 	m := mustJSON(t, a, err)
 	if m["status"] != "SUCCEEDED" || m["decision"] != "TAKEOVER" {

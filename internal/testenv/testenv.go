@@ -6,8 +6,8 @@ package testenv
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
