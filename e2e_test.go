@@ -179,6 +179,8 @@ type llmFake struct {
 	// behave, when set, decides each call (n counts from 1): a delay before
 	// answering and an HTTP status (0 or 200: a normal answer).
 	behave atomic.Pointer[func(n int32) (time.Duration, int)]
+	// errBody, when set, is the body of a non-200 answer.
+	errBody atomic.Pointer[string]
 	// arrived receives each call's number as it arrives.
 	arrived chan int32
 }
@@ -205,7 +207,11 @@ func newLLMFake(t *testing.T, delay time.Duration) *llmFake {
 		time.Sleep(delay)
 		if status != 0 && status != 200 {
 			w.WriteHeader(status)
-			fmt.Fprintf(w, `{"error":{"code":"fake","message":"status %d"}}`, status)
+			if b := f.errBody.Load(); b != nil {
+				fmt.Fprint(w, *b)
+			} else {
+				fmt.Fprintf(w, `{"error":{"code":"fake","message":"status %d"}}`, status)
+			}
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -764,11 +764,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// readJSONFile decodes a testdata file.
+// readFile reads a file of the repository.
+func readFile(path string) ([]byte, error) { return os.ReadFile(filepath.Join(repoRoot, path)) }
+
+// readJSONFile decodes a file of the repository.
 func readJSONFile(path string, v any) error {
-	b, err := os.ReadFile(filepath.Join(repoRoot, path))
+	b, err := readFile(path)
 	if err != nil {
 		return err
 	}
-	return json.Unmarshal(b, v)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }

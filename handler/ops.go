@@ -174,7 +174,12 @@ func (p *Pipeline) refinish(ctx context.Context, rec idempotency.Record, meta Me
 	if !ok {
 		return failure(o, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType)))
 	}
-	if err := p.finishExisting(ctx, rs, rec.Key, tt, t, o, owner, ossresult.Meta{IdempotencyKey: rec.Key, RequestID: rec.OriginRequestID}); err != nil {
+	step, err := p.Engine.Get(ctx, keys.OpKey(rec.Key, tt.Steps[len(tt.Steps)-1].Name))
+	if err != nil {
+		return failure(o, err)
+	}
+	if err := p.finish(ctx, p.Engine.Attach(rec, owner), rs, t, o, step.ResultRef,
+		ossresult.Meta{IdempotencyKey: rec.Key, RequestID: rec.OriginRequestID}); err != nil {
 		return failure(o, err)
 	}
 	return o
@@ -253,9 +258,7 @@ func (p *Pipeline) ReplayDLQ(ctx context.Context, body []byte, r ReplayRequest, 
 			continue
 		}
 		p.Engine.Forget(ctx, d.Key)
-		rm := meta
-		rm.RetryCount = 1 // a replay may finish what a completed run left undone
-		outs = append(outs, p.runTask(ctx, t, rm, fmt.Sprintf("%s#%d", owner, i)))
+		outs = append(outs, p.runTask(ctx, t, meta, fmt.Sprintf("%s#%d", owner, i)))
 	}
 	return outs, nil
 }

@@ -220,11 +220,15 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 	return p.logged(ctx, start, o)
 }
 
-// finishExisting runs publish and notify for a record completed earlier.
+// finishExisting runs publish and notify for a record that this owner
+// completed earlier (its try died between complete and publish).
 func (p *Pipeline) finishExisting(ctx context.Context, rs ResultStore, key string, tt TaskType, t *event.Task, o Outcome, owner string, m ossresult.Meta) error {
 	rec, err := p.Engine.Get(ctx, key)
 	if err != nil {
 		return err
+	}
+	if rec.LeaseOwner != owner {
+		return nil // another delivery completed it and finishes it (or the sweeper will)
 	}
 	step, err := p.Engine.Get(ctx, keys.OpKey(key, tt.Steps[len(tt.Steps)-1].Name))
 	if err != nil {

@@ -156,32 +156,23 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 }
 
 // ClaimStep claims a per-operation record while the parent still carries
-// parentFence. The parent row is share-locked for the transaction, so a
-// takeover of the parent waits until this claim is decided.
+// parentFence. The check and the claim are separate statements on purpose:
+// the step record alone keeps the step at most once per key, and locking the
+// parent row across the step claim deadlocks with concurrent completions. A
+// parent taken over between the two only lets a worker that was current a
+// moment ago claim a step the new owner then finds in progress.
 func (s *Store) ClaimStep(ctx context.Context, parentFence int64, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
-	return s.retry(ctx, func() (idempotency.ClaimResult, error) {
-		return s.inTx(ctx, func(tx *sql.Tx) (idempotency.ClaimResult, error) {
-			var fence int64
-			err := tx.QueryRowContext(ctx, `SELECT fence FROM idempotency_record WHERE request_id = ? LOCK IN SHARE MODE`,
-				req.Meta.ParentKey).Scan(&fence)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				return idempotency.ClaimResult{}, fmt.Errorf("parent %s: %w", req.Meta.ParentKey, idempotency.ErrNotFound)
-			case err != nil:
-				return idempotency.ClaimResult{}, mapErr(err)
-			case fence != parentFence:
-				return idempotency.ClaimResult{}, idempotency.ErrLeaseLost
-			}
-			err = insert(ctx, tx, req)
-			if err == nil {
-				return first(req), nil
-			}
-			if !errors.Is(err, ErrDuplicateKey) {
-				return idempotency.ClaimResult{}, err
-			}
-			return takeover(ctx, tx, req)
-		})
-	})
+	var fence int64
+	err := s.db.QueryRowContext(ctx, `SELECT fence FROM idempotency_record WHERE request_id = ?`, req.Meta.ParentKey).Scan(&fence)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return idempotency.ClaimResult{}, fmt.Errorf("parent %s: %w", req.Meta.ParentKey, idempotency.ErrNotFound)
+	case err != nil:
+		return idempotency.ClaimResult{}, mapErr(err)
+	case fence != parentFence:
+		return idempotency.ClaimResult{}, idempotency.ErrLeaseLost
+	}
+	return s.Claim(ctx, req)
 }
 
 // takeover decides on the locked row with the shared state machine and writes
@@ -246,15 +237,26 @@ func (s *Store) retry(ctx context.Context, fn func() (idempotency.ClaimResult, e
 	return res, err
 }
 
+// guarded runs a fenced transition. InnoDB may pick the single-row UPDATE
+// as a deadlock victim against a concurrent claim; it is retried, since it
+// changed nothing.
 func (s *Store) guarded(ctx context.Context, op, set string, args ...any) error {
-	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`, updated_at = NOW(3)
+	var n int64
+	for i := range 5 {
+		r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`, updated_at = NOW(3)
  WHERE request_id = ? AND fence = ? AND status = 'RUNNING'`, args...)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, mapErr(err))
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, mapErr(err))
+		if err == nil {
+			n, err = r.RowsAffected()
+		}
+		err = mapErr(err)
+		if errors.Is(err, errTxAborted) && i < 4 {
+			time.Sleep(time.Duration(i+1) * 5 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		break
 	}
 	if n == 0 {
 		return idempotency.ErrLeaseLost
