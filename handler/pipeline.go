@@ -197,7 +197,7 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 		o.Decision = string(idempotency.DecisionFirst)
 	}
 	switch {
-	case errors.Is(err, idempotency.ErrInProgress):
+	case lease == nil && errors.Is(err, idempotency.ErrInProgress): // another owner's live claim
 		o.Status, o.Duplicate = string(idempotency.StatusRunning), true
 		return p.logged(ctx, start, o)
 	case err != nil:

@@ -1,0 +1,278 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/handler/llm"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/keys"
+	"github.com/idemgate/idemgate/ossresult"
+)
+
+// model is a scripted in-process model.
+type model struct {
+	calls atomic.Int32
+	fn    func(ctx context.Context, n int32, r llm.Request) (llm.Response, error)
+}
+
+func (m *model) Complete(ctx context.Context, r llm.Request) (llm.Response, error) {
+	n := m.calls.Add(1)
+	if m.fn != nil {
+		return m.fn(ctx, n, r)
+	}
+	return llm.Response{Text: fmt.Sprintf("answer %d", n), Model: "scripted"}, nil
+}
+
+type rig struct {
+	p     *handler.Pipeline
+	store *boltstore.Store
+	dir   string
+	m     *model
+}
+
+func newRig(t *testing.T, m *model, opts ...idempotency.Option) *rig {
+	dir := t.TempDir()
+	store, err := boltstore.Open(filepath.Join(dir, "state"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	local, err := ossresult.NewLocal(filepath.Join(dir, "results"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	p := &handler.Pipeline{Engine: idempotency.New(store, append([]idempotency.Option{idempotency.WithLogger(log)}, opts...)...),
+		Results: func(context.Context, handler.Credentials) (handler.ResultStore, error) { return local, nil },
+		Model:   m, Tasks: handler.Builtin(), Maint: store, Log: log}
+	return &rig{p: p, store: store, dir: dir, m: m}
+}
+
+func event(taskType string, input map[string]any) []byte {
+	in, _ := json.Marshal(input)
+	b, _ := json.Marshal(map[string]any{"id": "ev-1", "source": "test", "specversion": "1.0", "type": "idemgate:Task:Submitted",
+		"datacontenttype": "application/json",
+		"data": map[string]any{"tenant_id": "t1", "task_type": taskType, "operation": taskType, "input": json.RawMessage(in)}})
+	return b
+}
+
+func outcome(t *testing.T, r handler.Reply) handler.Outcome {
+	t.Helper()
+	var o handler.Outcome
+	if err := json.Unmarshal(r.Body, &o); err != nil {
+		t.Fatalf("reply %s", r.Body)
+	}
+	return o
+}
+
+// A failing model call is retried from the step that failed: the
+// "candidates" step of keywords runs once, "rank" twice.
+func TestStepsResumeAfterFailure(t *testing.T) {
+	m := &model{fn: func(_ context.Context, n int32, r llm.Request) (llm.Response, error) {
+		if n == 1 {
+			return llm.Response{}, idempotency.Retryable("rate_limited", errors.New("429"))
+		}
+		return llm.Response{Text: "- ranked", Model: "scripted"}, nil
+	}}
+	rg := newRig(t, m)
+	body := event("keywords", map[string]any{"text": "alpha beta gamma alpha delta alpha beta"})
+	r1 := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: 0})
+	if o := outcome(t, r1); r1.Status != 404 || o.ErrorType != "rate_limited" || o.Status != "FAILED_RETRYABLE" {
+		t.Fatalf("first try %d %+v", r1.Status, o)
+	}
+	r2 := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: 1})
+	o := outcome(t, r2)
+	if r2.Status != 200 || o.Status != "SUCCEEDED" || o.Attempt != 2 {
+		t.Fatalf("retry %d %+v", r2.Status, o)
+	}
+	cand, err := rg.store.Get(context.Background(), keys.OpKey(o.IdempotencyKey, "candidates"))
+	if err != nil || cand.Attempt != 1 || cand.ResultRef != "alpha,beta,delta,gamma" {
+		t.Fatalf("candidates step %+v %v: it must have run once", cand, err)
+	}
+	if rank, _ := rg.store.Get(context.Background(), keys.OpKey(o.IdempotencyKey, "rank")); rank.Attempt != 2 {
+		t.Fatalf("rank step attempts %d", rank.Attempt)
+	}
+	if m.calls.Load() != 2 {
+		t.Fatalf("model calls %d", m.calls.Load())
+	}
+}
+
+// A model call longer than the lease keeps the lease renewed: a concurrent
+// delivery finds it in progress, never takes it over.
+func TestLongCallRenewsLease(t *testing.T) {
+	release := make(chan struct{})
+	m := &model{fn: func(ctx context.Context, n int32, _ llm.Request) (llm.Response, error) {
+		<-release
+		return llm.Response{Text: "slow answer"}, nil
+	}}
+	rg := newRig(t, m, idempotency.WithLease(300*time.Millisecond))
+	body := event("summarize", map[string]any{"content": "long"})
+	done := make(chan handler.Reply, 1)
+	go func() { done <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}) }()
+	for range 6 { // 1.2 s: four leases long
+		time.Sleep(200 * time.Millisecond)
+		o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "other"}))
+		if o.Decision != "REPEAT_OTHER" {
+			t.Fatalf("while the first worker renews: %+v", o)
+		}
+	}
+	close(release)
+	if o := outcome(t, <-done); o.Status != "SUCCEEDED" || o.Attempt != 1 || m.calls.Load() != 1 {
+		t.Fatalf("first worker %+v, calls %d", o, m.calls.Load())
+	}
+}
+
+// When the lease is lost mid-call (another worker took over), the model
+// call's context is cancelled and the stale worker publishes nothing.
+func TestLostLeaseStopsWork(t *testing.T) {
+	cancelled := make(chan struct{})
+	m := &model{fn: func(ctx context.Context, n int32, _ llm.Request) (llm.Response, error) {
+		if n == 1 {
+			<-ctx.Done()
+			close(cancelled)
+			return llm.Response{}, ctx.Err()
+		}
+		return llm.Response{Text: "winner"}, nil
+	}}
+	rg := newRig(t, m, idempotency.WithLease(300*time.Millisecond))
+	body := event("summarize", map[string]any{"content": "contested"})
+	done := make(chan handler.Reply, 1)
+	go func() { done <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "stale"}) }()
+	for m.calls.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Simulate the stale worker's renewals failing: move the fence on under it.
+	k := outcomeKey(t, body)
+	rec, err := rg.store.Get(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rg.store.Fail(context.Background(), k, rec.Fence, idempotency.Failure{Code: "operator"}); err != nil {
+		t.Fatal(err)
+	}
+	// The new owner takes the key over; the step the stale worker holds is
+	// in progress until its step lease runs out, so FC's retry finishes it.
+	win := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "winner"}))
+	if win.Decision != "TAKEOVER" || (win.Status != "SUCCEEDED" && win.ErrorType != "step_in_progress") {
+		t.Fatalf("winner %+v", win)
+	}
+	if win.Status != "SUCCEEDED" {
+		time.Sleep(400 * time.Millisecond)
+		win = outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "winner", RetryCount: 1}))
+		if win.Status != "SUCCEEDED" {
+			t.Fatalf("winner's retry %+v", win)
+		}
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stale worker's model call was not cancelled")
+	}
+	stale := <-done
+	if stale.Status == 200 {
+		t.Fatalf("stale worker answered success: %s", stale.Body)
+	}
+	approved, err := os.ReadFile(filepath.Join(rg.dir, "results", "tasks", k, "approved", "result.md"))
+	if err != nil || string(approved) != "winner" {
+		t.Fatalf("approved %q %v", approved, err)
+	}
+}
+
+func outcomeKey(t *testing.T, body []byte) string {
+	var ev struct {
+		Data struct {
+			TenantID  string          `json:"tenant_id"`
+			TaskType  string          `json:"task_type"`
+			Operation string          `json:"operation"`
+			Input     json.RawMessage `json:"input"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(body, &ev)
+	d, err := keys.Derive(keys.Fields{TenantID: ev.Data.TenantID, TaskType: ev.Data.TaskType, Operation: ev.Data.Operation, Input: ev.Data.Input})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Key
+}
+
+// A panic inside a task is recorded (the deferred guard) and answered as a
+// retryable failure; the process lives on.
+func TestPanicIsRecordedAndAnswered(t *testing.T) {
+	m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) { panic("model SDK bug") }}
+	rg := newRig(t, m)
+	body := event("summarize", map[string]any{"content": "boom"})
+	r := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"})
+	o := outcome(t, r)
+	if r.Status != 404 || o.ErrorType != "panic" || o.Retryable == nil || !*o.Retryable {
+		t.Fatalf("reply %d %s", r.Status, r.Body)
+	}
+	rec, err := rg.store.Get(context.Background(), outcomeKey(t, body))
+	if err != nil || rec.Status != idempotency.StatusFailedRetryable || rec.LastErrorCode != "panic" {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+}
+
+// FINAL failures cost one model call; RETRYABLE ones at most the budget.
+func TestModelCallBudget(t *testing.T) {
+	cases := []struct {
+		name  string
+		err   error
+		calls int32
+	}{
+		{"final", idempotency.Final("policy_rejected", errors.New("data_inspection_failed")), 1},
+		{"retryable", idempotency.Retryable("temporary_unavailable", errors.New("503")), 3},
+		{"unknown", errors.New("weird"), 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) { return llm.Response{}, c.err }}
+			rg := newRig(t, m, idempotency.WithMaxAttempts(3))
+			body := event("summarize", map[string]any{"content": "budget " + c.name})
+			for try := range 6 { // FC's retries and a few redeliveries
+				rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: try})
+			}
+			if m.calls.Load() != c.calls {
+				t.Fatalf("model calls %d, want %d", m.calls.Load(), c.calls)
+			}
+			rec, _ := rg.store.Get(context.Background(), outcomeKey(t, body))
+			if rec.Status != idempotency.StatusFailedFinal {
+				t.Fatalf("status %s", rec.Status)
+			}
+		})
+	}
+}
+
+// Concurrent invocations on one pipeline (instanceConcurrency > 1).
+func TestConcurrentInvocations(t *testing.T) {
+	m := &model{}
+	rg := newRig(t, m)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			body := event("summarize", map[string]any{"content": fmt.Sprintf("doc %d", i%10)})
+			r := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: fmt.Sprintf("r%d", i)})
+			if r.Status != 200 {
+				t.Errorf("%d: %s", r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	if m.calls.Load() != 10 {
+		t.Fatalf("model calls %d, want 10", m.calls.Load())
+	}
+	_ = strings.TrimSpace
+}
