@@ -73,3 +73,7 @@ func TestSecondOpenerGetsClearError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestMaintenanceEmbedded(t *testing.T) {
+	idemtest.RunMaintenance(t, open(t, t.TempDir()))
+}

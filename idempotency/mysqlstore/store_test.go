@@ -30,3 +30,15 @@ func TestConformanceRedisMySQL(t *testing.T) {
 	s := open(t)
 	idemtest.Run(t, idemtest.WithRedis(t, testenv.RedisURL(t), s))
 }
+
+func TestMaintenanceMySQL(t *testing.T) {
+	s, err := mysqlstore.Open(testenv.FreshMySQLDSN(t), mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	idemtest.RunMaintenance(t, s)
+}
