@@ -174,6 +174,7 @@ type llmFake struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
 	calls map[string]int
+	keys  []string
 	total atomic.Int32
 	delay time.Duration
 	// behave, when set, decides each call (n counts from 1): a delay before
@@ -187,11 +188,28 @@ type llmFake struct {
 
 func (f *llmFake) set(b func(n int32) (time.Duration, int)) { f.behave.Store(&b) }
 
+// accept adds an API key the fake answers (sk-test-key always is).
+func (f *llmFake) accept(key string) { f.mu.Lock(); f.keys = append(f.keys, key); f.mu.Unlock() }
+
+func (f *llmFake) accepted(auth string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range append([]string{"sk-test-key"}, f.keys...) {
+		if auth == "Bearer "+k {
+			return true
+		}
+	}
+	return false
+}
+
 func newLLMFake(t *testing.T, delay time.Duration) *llmFake {
 	f := &llmFake{calls: map[string]int{}, delay: delay, arrived: make(chan int32, 1000)}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-test-key" {
-			http.Error(w, `{"error":{"code":"invalid_api_key","message":"bad"}}`, http.StatusUnauthorized)
+		if r.URL.Path != "/v1/chat/completions" || !f.accepted(r.Header.Get("Authorization")) {
+			// Quotes what it got, as a careless gateway would: the client must
+			// keep the key out of its errors.
+			http.Error(w, fmt.Sprintf(`{"error":{"code":"invalid_api_key","message":"bad key: %s"}}`,
+				r.Header.Get("Authorization")), http.StatusUnauthorized)
 			return
 		}
 		key := r.Header.Get("Idempotency-Key")

@@ -81,6 +81,12 @@ func (p *Pipeline) Handle(ctx context.Context, body []byte, meta Meta) (r Reply)
 // it or sends it whole to the dead-letter queue; members that succeeded are
 // answered from their records on the retry.
 func (p *Pipeline) batch(ctx context.Context, inv *event.Invocation, batchErr error, meta Meta) Reply {
+	if inv.Size > MaxBatch {
+		o := failure(Outcome{RequestID: meta.RequestID}, idempotency.Final("batch_too_large",
+			fmt.Errorf("batch of %d events; at most %d", inv.Size, MaxBatch)))
+		p.Log.WarnContext(ctx, "event rejected", "errorType", o.ErrorType, "error", o.ErrorMessage)
+		return reply(o, true, o.ErrorType)
+	}
 	results := make([]Outcome, inv.Size)
 	for _, t := range inv.Tasks {
 		results[t.Index] = p.runTask(ctx, t, meta, fmt.Sprintf("%s#%d", meta.RequestID, t.Index))
@@ -125,10 +131,17 @@ func (p *Pipeline) timer(ctx context.Context, inv *event.Invocation, meta Meta) 
 // runTask is the pipeline of one task event.
 func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner string) Outcome {
 	start := time.Now()
+	if err := checkLimits(t); err != nil {
+		return failure(Outcome{}, err)
+	}
 	d, err := keys.Derive(keys.Fields{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
 		Input: t.Input, InputVersion: t.InputVersion, IdempotencyKey: t.IdempotencyKey})
 	if err != nil {
-		return failure(Outcome{RequestID: t.RequestID}, idempotency.Final("invalid_request", err))
+		code := "invalid_request"
+		if errors.Is(err, jcs.ErrTooDeep) {
+			code = "input_too_deep"
+		}
+		return failure(Outcome{RequestID: t.RequestID}, idempotency.Final(code, err))
 	}
 	fp, err := keys.Fingerprint(t.Data)
 	if err != nil {
@@ -176,6 +189,9 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 		// notify finds the first one's input there, which then stands.
 		if _, err := rs.PutOnce(ctx, inputKey, doc, "application/json", objMeta); err != nil && !errors.Is(err, ossresult.ErrConflict) {
 			return "", classifyResultErr("save input", err)
+		}
+		if p.Fault != nil {
+			p.Fault("before_steps")
 		}
 		prior := map[string]string{}
 		for _, s := range tt.Steps {

@@ -62,6 +62,9 @@ func failure(o Outcome, err error) Outcome {
 	if errors.As(err, &ee) {
 		class, code = idempotency.ClassFinal, ee.Type
 	}
+	if code == "" { // an error without a code must still answer as a failure
+		code = "unknown"
+	}
 	retry := class != idempotency.ClassFinal
 	o.ErrorType, o.ErrorMessage, o.Retryable = code, err.Error(), &retry
 	if o.Status == "" {

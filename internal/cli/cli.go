@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -70,10 +71,16 @@ func open(w io.Writer) (*app.App, error) {
 		return nil, err
 	}
 	// IDEMGATE_FAULT names a pipeline point where the process kills itself
-	// (SIGKILL: no deferred cleanup), for the crash drills. Unset in production.
-	if point := os.Getenv("IDEMGATE_FAULT"); point != "" {
+	// (SIGKILL: no deferred cleanup), or panics with "<point>:panic", for the
+	// crash drills and the secret-leak test. Unset in production.
+	if fault := os.Getenv("IDEMGATE_FAULT"); fault != "" {
+		point, action, _ := strings.Cut(fault, ":")
 		a.Pipeline.Fault = func(p string) {
-			if p == point {
+			switch {
+			case p != point:
+			case action == "panic":
+				panic("IDEMGATE_FAULT at " + p)
+			default:
 				log.Warn("IDEMGATE_FAULT: killing the process", "point", p)
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
