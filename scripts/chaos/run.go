@@ -84,28 +84,30 @@ type DeadKey struct {
 
 // Report is what a run found.
 type Report struct {
-	Seed                                      uint64
-	Instances, Keys, Deliveries               int
-	Kinds                                     map[string]int // deliveries by kind
-	Tries, FCRetries                          int            // HTTP invocations, and those that were FC retries
-	Answered, Duplicates, InProgress          int            // 200 answers; of them duplicates, and "in progress" answers
-	Executions                                int            // answered invocations that claimed the key and ran it
-	Failures                                  map[string]int // failed tries by errorType ("connection" when no answer came)
-	ModelCalls, ModelErrors                   int            // calls the model fake received; those it answered 429/503
-	Attempts                                  int            // sum of the records' attempt
-	Kills, Pauses, FaultStarts, FaultDeaths   int
-	Restarts                                  int
-	DeadLetters, DeadExhausted, DeadFinal     int // deliveries sent to the failure destination: all, retries spent, FINAL answer
-	Abandoned                                 int // deliveries cut by the duration cap
-	DeadKeys                                  []DeadKey
-	RunningBeforeSweep, RetryableBeforeSweep  int
-	Sweeps, SweepRedriven, SweepFinished      int
-	Succeeded, FailedFinal, NoRecord          int
-	FinalCodes                                map[string]int // last_error_code of FAILED_FINAL records
-	Violations                                []string
-	Timeline                                  []string // chaos actions, in order
-	WorkDir, Database                         string   // kept (Keep, or a violation) when not empty
-	StreamTime, Elapsed                       time.Duration
+	Seed                                     uint64
+	Instances, Keys, Deliveries              int
+	Kinds                                    map[string]int // deliveries by kind
+	Bursts                                   int            // deliveries started together with another of their key
+	Tries, FCRetries                         int            // HTTP invocations, and those that were FC retries
+	Answered, Duplicates, InProgress         int            // 200 answers; of them duplicates, and "in progress" answers
+	Executions                               int            // answered invocations that claimed the key and ran it
+	Failures                                 map[string]int // failed tries by errorType ("connection" when no answer came)
+	ModelCalls, ModelErrors                  int            // calls the model fake received; those it answered 429/503
+	Attempts                                 int            // sum of the records' attempt
+	Kills, Pauses, FaultStarts, FaultDeaths  int
+	Restarts                                 int
+	DeadLetters, DeadExhausted, DeadFinal    int // deliveries sent to the failure destination: all, retries spent, FINAL answer
+	Abandoned                                int // deliveries cut by the duration cap
+	DeadKeys                                 []DeadKey
+	RunningBeforeSweep, RetryableBeforeSweep int
+	Sweeps, SweepRedriven, SweepFinished     int
+	Succeeded, FailedFinal, NoRecord         int
+	FinalCodes                               map[string]int // last_error_code of FAILED_FINAL records
+	Violations                               []string
+	Unsuccessful                             []string // what happened to each key that did not succeed (printed with -v)
+	Timeline                                 []string // chaos actions, in order
+	WorkDir, Database                        string   // kept (Keep, or a violation) when not empty
+	StreamTime, Elapsed                      time.Duration
 }
 
 // Run performs one chaos run. An error means the run could not be carried
@@ -198,6 +200,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		rep.Deliveries += len(p.deliveries)
 		for _, d := range p.deliveries {
 			rep.Kinds[d.kind]++
+			if d.burst {
+				rep.Bursts++
+			}
 		}
 	}
 
@@ -454,12 +459,12 @@ func openDB(dsn string) (*sql.DB, error) {
 // record is the part of a task record the checks read.
 type record struct {
 	Key, Status, LeaseOwner, ResultRef, LastErrorCode, LastError string
-	Attempt                                                     int
-	Fence                                                       int64
-	LeaseUntil                                                  sql.NullTime
+	Attempt                                                      int
+	Fence                                                        int64
+	LeaseUntil                                                   sql.NullTime
 }
 
-// readRecords reads every task record (parent_key = ''), straight from the
+// readRecords reads every task record (parent_key = ”), straight from the
 // table: the checks must not trust the function's own code.
 func readRecords(ctx context.Context, db *sql.DB) (map[string]record, error) {
 	rows, err := db.QueryContext(ctx, `SELECT request_id, status, attempt, fence, lease_owner, lease_until, result_ref,
