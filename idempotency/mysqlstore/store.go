@@ -37,7 +37,8 @@ var _ idempotency.Store = (*Store)(nil)
 // Open connects with dsn (go-sql-driver format). It forces the settings the
 // store's correctness relies on: parseTime, UTC, session time_zone +00:00 so
 // that NOW(3) and stored times agree, and clientFoundRows so that an UPDATE
-// that matched its row counts as affected even when no value changed.
+// that matched its row counts as affected even when no value changed; and
+// interpolateParams for speed.
 func Open(dsn string, o Options) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -47,6 +48,9 @@ func Open(dsn string, o Options) (*Store, error) {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.ClientFoundRows = true
+	// One round trip per statement instead of prepare, execute and close:
+	// the store sends only numbers and strings, in utf8mb4.
+	cfg.InterpolateParams = true
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
