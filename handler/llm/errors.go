@@ -1,15 +1,12 @@
 package llm
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"strings"
-	"syscall"
 	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/internal/transport"
 
 	"github.com/idemgate/idemgate/idempotency"
 )
@@ -165,34 +162,9 @@ func classifyAPIError(e *APIError) error {
 	}
 }
 
-// classifyTransport maps a failure to reach the provider or to read its
-// answer. ctxErr is the call context's error, which says whether our own
-// deadline (or the caller's) fired. The *url.Error layer is dropped: it
-// repeats the URL, and the message should stay short.
+// classifyTransport maps a failure to reach the peer (internal/transport).
 func classifyTransport(op string, err, ctxErr error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	wrapped := fmt.Errorf("llm: %s: %w", op, err)
-	var ne net.Error
-	switch {
-	case ctxErr != nil:
-		// Deadline or cancellation: either way the call did not finish in the
-		// time it was given; both causes stay visible to errors.Is.
-		if !errors.Is(err, ctxErr) {
-			wrapped = fmt.Errorf("llm: %s: %w (%w)", op, ctxErr, err)
-		}
-		return idempotency.Retryable(CodeTimeout, wrapped)
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return idempotency.Retryable(CodeTimeout, wrapped)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return idempotency.Retryable(CodeTemporaryUnavailable, wrapped)
-	default:
-		// Resets, EOFs, DNS and TLS failures: nothing says the next delivery
-		// will fail the same way, and the attempt budget bounds it.
-		return idempotency.Retryable(CodeTemporaryUnavailable, wrapped)
-	}
+	return transport.Classify("llm: "+op, err, ctxErr)
 }
 
 func badResponse(format string, a ...any) error {

@@ -16,13 +16,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/internal/transport"
 
 	"github.com/idemgate/idemgate/idempotency"
 )
@@ -143,29 +143,9 @@ func checkURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// classifyTransport maps a failure to reach the receiver. The *url.Error
-// layer is dropped because it repeats the full URL.
+// classifyTransport maps a failure to reach the peer (internal/transport).
 func classifyTransport(where string, err, ctxErr error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	wrapped := fmt.Errorf("notify: POST %s: %w", where, err)
-	var ne net.Error
-	switch {
-	case ctxErr != nil:
-		if !errors.Is(err, ctxErr) {
-			wrapped = fmt.Errorf("notify: POST %s: %w (%w)", where, ctxErr, err)
-		}
-		return idempotency.Retryable(CodeTimeout, wrapped)
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return idempotency.Retryable(CodeTimeout, wrapped)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return idempotency.Retryable(CodeTemporaryUnavailable, wrapped)
-	default:
-		// Resets, EOFs, DNS and TLS failures may pass; the budget bounds them.
-		return idempotency.Retryable(CodeTemporaryUnavailable, wrapped)
-	}
+	return transport.Classify("notify: POST "+where, err, ctxErr)
 }
 
 // snippet renders the start of the receiver's answer on one line.

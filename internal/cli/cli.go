@@ -127,21 +127,17 @@ func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "invoke:", err)
 		return 1
 	}
-	a, err := open(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer a.Close()
-	if *reqID == "" {
-		*reqID = "local-" + strconv.FormatInt(int64(os.Getpid()), 10)
-	}
-	rep := a.Pipeline.Handle(ctx, body, handler.Meta{RequestID: *reqID, RetryCount: -1})
-	printJSON(stdout, rep.Body)
-	if rep.Status != 200 {
-		return 1
-	}
-	return 0
+	return withApp(stderr, func(a *app.App) int {
+		if *reqID == "" {
+			*reqID = "local-" + strconv.FormatInt(int64(os.Getpid()), 10)
+		}
+		rep := a.Pipeline.Handle(ctx, body, handler.Meta{RequestID: *reqID, RetryCount: -1})
+		printJSON(stdout, rep.Body)
+		if rep.Status != 200 {
+			return 1
+		}
+		return 0
+	})
 }
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -150,27 +146,23 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	a, err := open(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer a.Close()
-	if a.MySQL == nil {
-		fmt.Fprintln(stderr, "migrate: MYSQL_DSN is not set (the embedded store needs no migration)")
-		return 2
-	}
-	applied, err := a.MySQL.Migrate(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, "migrate:", a.Redactor.Redact(err.Error()))
-		return 1
-	}
-	if applied == nil {
-		applied = []string{}
-	}
-	out, _ := json.Marshal(map[string]any{"applied": applied})
-	fmt.Fprintln(stdout, string(out))
-	return 0
+	return withApp(stderr, func(a *app.App) int {
+		if a.MySQL == nil {
+			fmt.Fprintln(stderr, "migrate: MYSQL_DSN is not set (the embedded store needs no migration)")
+			return 2
+		}
+		applied, err := a.MySQL.Migrate(ctx)
+		if err != nil {
+			fmt.Fprintln(stderr, "migrate:", a.Redactor.Redact(err.Error()))
+			return 1
+		}
+		if applied == nil {
+			applied = []string{}
+		}
+		out, _ := json.Marshal(map[string]any{"applied": applied})
+		fmt.Fprintln(stdout, string(out))
+		return 0
+	})
 }
 
 func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -184,23 +176,19 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "inspect: --key K is required")
 		return 2
 	}
-	a, err := open(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer a.Close()
-	rep, err := a.Pipeline.Inspect(ctx, *key, handler.Meta{})
-	if err != nil {
-		fmt.Fprintln(stderr, "inspect:", a.Redactor.Redact(err.Error()))
-		if errors.Is(err, handler.ErrUnknownKey) {
-			return 3
+	return withApp(stderr, func(a *app.App) int {
+		rep, err := a.Pipeline.Inspect(ctx, *key, handler.Meta{})
+		if err != nil {
+			fmt.Fprintln(stderr, "inspect:", a.Redactor.Redact(err.Error()))
+			if errors.Is(err, handler.ErrUnknownKey) {
+				return 3
+			}
+			return 1
 		}
-		return 1
-	}
-	out, _ := json.MarshalIndent(rep, "", "  ")
-	fmt.Fprintln(stdout, a.Redactor.Redact(string(out)))
-	return 0
+		out, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintln(stdout, a.Redactor.Redact(string(out)))
+		return 0
+	})
 }
 
 func printJSON(w io.Writer, body []byte) {
@@ -235,41 +223,37 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "replay: give exactly one of --key K or --dlq FILE, and --reason R --operator O (both audited)")
 		return 2
 	}
-	a, err := open(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer a.Close()
-	req := handler.ReplayRequest{Reason: *reason, Operator: *operator}
-	meta := handler.Meta{RequestID: "replay-" + strconv.FormatInt(time.Now().UnixNano(), 36), RetryCount: -1}
-	var outs []handler.Outcome
-	if *key != "" {
-		o, err := a.Pipeline.ReplayKey(ctx, *key, req, meta)
-		if err != nil {
-			fmt.Fprintln(stderr, "replay:", a.Redactor.Redact(err.Error()))
-			return 1
+	return withApp(stderr, func(a *app.App) int {
+		req := handler.ReplayRequest{Reason: *reason, Operator: *operator}
+		meta := handler.Meta{RequestID: "replay-" + strconv.FormatInt(time.Now().UnixNano(), 36), RetryCount: -1}
+		var outs []handler.Outcome
+		if *key != "" {
+			o, err := a.Pipeline.ReplayKey(ctx, *key, req, meta)
+			if err != nil {
+				fmt.Fprintln(stderr, "replay:", a.Redactor.Redact(err.Error()))
+				return 1
+			}
+			outs = append(outs, o)
+		} else {
+			body, err := loadEvent(*dlq)
+			if err != nil {
+				fmt.Fprintln(stderr, "replay:", err)
+				return 1
+			}
+			if outs, err = a.Pipeline.ReplayDLQ(ctx, body, req, meta); err != nil {
+				fmt.Fprintln(stderr, "replay:", a.Redactor.Redact(err.Error()))
+				return 1
+			}
 		}
-		outs = append(outs, o)
-	} else {
-		body, err := loadEvent(*dlq)
-		if err != nil {
-			fmt.Fprintln(stderr, "replay:", err)
-			return 1
+		out, _ := json.MarshalIndent(map[string]any{"results": outs}, "", "  ")
+		fmt.Fprintln(stdout, string(out))
+		for _, o := range outs {
+			if o.Failed() {
+				return 1
+			}
 		}
-		if outs, err = a.Pipeline.ReplayDLQ(ctx, body, req, meta); err != nil {
-			fmt.Fprintln(stderr, "replay:", a.Redactor.Redact(err.Error()))
-			return 1
-		}
-	}
-	out, _ := json.MarshalIndent(map[string]any{"results": outs}, "", "  ")
-	fmt.Fprintln(stdout, string(out))
-	for _, o := range outs {
-		if o.Failed() {
-			return 1
-		}
-	}
-	return 0
+		return 0
+	})
 }
 
 func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -281,21 +265,17 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	a, err := open(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer a.Close()
-	rep, err := a.Pipeline.Sweep(ctx, handler.Meta{RequestID: "sweep-cli", RetryCount: -1},
-		handler.SweepOptions{Limit: *limit, Budget: *budget, Grace: *grace})
-	if err != nil {
-		fmt.Fprintln(stderr, "sweep:", a.Redactor.Redact(err.Error()))
-		return 1
-	}
-	out, _ := json.MarshalIndent(rep, "", "  ")
-	fmt.Fprintln(stdout, string(out))
-	return 0
+	return withApp(stderr, func(a *app.App) int {
+		rep, err := a.Pipeline.Sweep(ctx, handler.Meta{RequestID: "sweep-cli", RetryCount: -1},
+			handler.SweepOptions{Limit: *limit, Budget: *budget, Grace: *grace})
+		if err != nil {
+			fmt.Fprintln(stderr, "sweep:", a.Redactor.Redact(err.Error()))
+			return 1
+		}
+		out, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintln(stdout, string(out))
+		return 0
+	})
 }
 
 func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -306,29 +286,36 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	return withApp(stderr, func(a *app.App) int {
+		rows, err := a.Pipeline.Maint.Stats(ctx, time.Now().Add(-*since))
+		if err != nil {
+			fmt.Fprintln(stderr, "stats:", a.Redactor.Redact(err.Error()))
+			return 1
+		}
+		buckets := handler.StatsByMinute(rows)
+		if *asJSON {
+			out, _ := json.MarshalIndent(buckets, "", "  ")
+			fmt.Fprintln(stdout, string(out))
+			return 0
+		}
+		fmt.Fprintf(stdout, "%-17s %7s %6s %8s %12s %11s %8s %11s %14s %9s\n", "minute (UTC)", "claims", "first",
+			"takeover", "repeat_other", "repeat_done", "mismatch", "fast_reject", "store_conflict", "dup_rate")
+		for _, b := range buckets {
+			fmt.Fprintf(stdout, "%-17s %7d %6d %8d %12d %11d %8d %11d %14d %8.2f%%\n", b.Minute.Format("2006-01-02 15:04"),
+				b.Claims, b.First, b.Takeover+b.RepeatSame, b.RepeatOther, b.RepeatDone, b.Mismatch, b.FastRejects,
+				b.StoreConflicts, 100*b.DuplicateRate)
+		}
+		return 0
+	})
+}
+
+// withApp opens the wired function for a subcommand and closes it after.
+func withApp(stderr io.Writer, fn func(a *app.App) int) int {
 	a, err := open(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	defer a.Close()
-	rows, err := a.Pipeline.Maint.Stats(ctx, time.Now().Add(-*since))
-	if err != nil {
-		fmt.Fprintln(stderr, "stats:", a.Redactor.Redact(err.Error()))
-		return 1
-	}
-	buckets := handler.StatsByMinute(rows)
-	if *asJSON {
-		out, _ := json.MarshalIndent(buckets, "", "  ")
-		fmt.Fprintln(stdout, string(out))
-		return 0
-	}
-	fmt.Fprintf(stdout, "%-17s %7s %6s %8s %12s %11s %8s %11s %14s %9s\n", "minute (UTC)", "claims", "first",
-		"takeover", "repeat_other", "repeat_done", "mismatch", "fast_reject", "store_conflict", "dup_rate")
-	for _, b := range buckets {
-		fmt.Fprintf(stdout, "%-17s %7d %6d %8d %12d %11d %8d %11d %14d %8.2f%%\n", b.Minute.Format("2006-01-02 15:04"),
-			b.Claims, b.First, b.Takeover+b.RepeatSame, b.RepeatOther, b.RepeatDone, b.Mismatch, b.FastRejects,
-			b.StoreConflicts, 100*b.DuplicateRate)
-	}
-	return 0
+	return fn(a)
 }
