@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,6 +41,9 @@ func TestReadmeInvokeTwice(t *testing.T) {
 		return out
 	}
 	first, second := run(), run()
+	for name, got := range map[string]map[string]any{"invoke-first": first, "invoke-duplicate": second} {
+		golden(t, name, got, dir)
+	}
 	if first["status"] != "SUCCEEDED" || first["decision"] != "FIRST" || first["duplicate"] != false {
 		t.Fatalf("first run: %v", first)
 	}
@@ -229,5 +233,28 @@ func TestThreeInstancesOneExecution(t *testing.T) {
 		if m["status"] != "SUCCEEDED" || m["duplicate"] != true {
 			t.Fatalf("instance %d late answer %v", i, m)
 		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// golden compares an outcome with testdata/golden/<name>.json, with the
+// run's state directory written as $STATE_DIR.
+func golden(t *testing.T, name string, got map[string]any, stateDir string) {
+	t.Helper()
+	b, _ := json.MarshalIndent(got, "", "  ")
+	b = bytes.ReplaceAll(b, []byte(stateDir), []byte("$STATE_DIR"))
+	path := filepath.Join("testdata", "golden", name+".json")
+	if *update {
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(want), b) {
+		t.Fatalf("%s differs from %s:\n%s", name, path, b)
 	}
 }

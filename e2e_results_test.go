@@ -145,8 +145,9 @@ func TestResultsFiftyTasksOnOSS(t *testing.T) {
 		}
 		approved, ok := objects["tasks/"+k+"/approved/result.md"]
 		output, ok2 := objects["tasks/"+k+"/attempt-001/output.json"]
-		if !ok || !ok2 || !strings.Contains(string(output.Body), string(approved.Body)) {
-			t.Errorf("key %s: approved %v output %v", k[:8], ok, ok2)
+		var out struct{ Text string }
+		if !ok || !ok2 || json.Unmarshal(output.Body, &out) != nil || out.Text != string(approved.Body) {
+			t.Errorf("key %s: approved %v output %v: approved/result.md must equal the output's text", k[:8], ok, ok2)
 			continue
 		}
 		if approved.Meta["idempotency-key"] != k || !strings.HasPrefix(approved.Meta["request-id"], "req-ev-") {
