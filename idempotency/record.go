@@ -55,28 +55,28 @@ func (d Decision) Duplicate() bool { return d != DecisionFirst }
 // Record is one row of idempotency_record. Key is the business key K (the
 // request_id column); ParentKey and Op are set on per-operation records.
 type Record struct {
-	Key             string
-	TenantID        string
-	TaskType        string
-	Operation       string
-	InputVersion    string
-	OriginRequestID string
-	EventSource     string
-	EventID         string
-	ParentKey       string
-	Op              string
-	Status          Status
-	Attempt         int
-	Fence           int64
-	LeaseOwner      string
-	LeaseUntil      time.Time // zero when no lease is held
-	ResultRef       string
-	InputRef        string
-	PayloadHash     string
-	LastErrorCode   string
-	LastError       string
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	Key             string    `json:"idempotency_key"`
+	TenantID        string    `json:"tenant_id"`
+	TaskType        string    `json:"task_type"`
+	Operation       string    `json:"operation"`
+	InputVersion    string    `json:"input_version"`
+	OriginRequestID string    `json:"origin_request_id"`
+	EventSource     string    `json:"event_source"`
+	EventID         string    `json:"event_id"`
+	ParentKey       string    `json:"parent_key,omitempty"`
+	Op              string    `json:"op,omitempty"`
+	Status          Status    `json:"status"`
+	Attempt         int       `json:"attempt"`
+	Fence           int64     `json:"fence"`
+	LeaseOwner      string    `json:"lease_owner"`
+	LeaseUntil      time.Time `json:"lease_until"` // zero when no lease is held
+	ResultRef       string    `json:"result_ref"`
+	InputRef        string    `json:"input_ref"`
+	PayloadHash     string    `json:"payload_hash"`
+	LastErrorCode   string    `json:"last_error_code"`
+	LastError       string    `json:"last_error"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
 }
 
 // Meta is what a claim records about the action besides the key. Stores keep
