@@ -30,7 +30,7 @@ type MaintStore interface {
 type SweepOptions struct {
 	Limit  int           // records per run (default 50)
 	Budget time.Duration // wall time per run (default 40 s, inside a 60 s timer)
-	Grace  time.Duration // a failed or finished record is left to FC's own retry this long (default 60 s)
+	Grace  time.Duration // a failed or finished record is left to FC's own retry this long (0: none)
 }
 
 // SweepReport is the sweep's answer (the timer invocation's outcome).
@@ -61,9 +61,6 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 	}
 	if o.Budget <= 0 {
 		o.Budget = 40 * time.Second
-	}
-	if o.Grace <= 0 {
-		o.Grace = time.Minute
 	}
 	end := time.Now().Add(o.Budget)
 	cands, err := p.Maint.Candidates(ctx, o.Limit, o.Grace)

@@ -120,7 +120,7 @@ func (p *Pipeline) batch(ctx context.Context, inv *event.Invocation, batchErr er
 }
 
 func (p *Pipeline) timer(ctx context.Context, inv *event.Invocation, meta Meta) Reply {
-	rep, err := p.Sweep(ctx, meta, SweepOptions{})
+	rep, err := p.Sweep(ctx, meta, SweepOptions{Grace: time.Minute})
 	if err != nil {
 		o := failure(Outcome{}, err)
 		return reply(o, true, o.ErrorType)
@@ -169,7 +169,7 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 	if err != nil {
 		return p.logged(ctx, start, failure(o, idempotency.Final("invalid_request", err)))
 	}
-	req := idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash, Owner: owner,
+	req := idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash, Owner: owner, Try: meta.RetryCount,
 		Meta: idempotency.Meta{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
 			InputVersion: d.InputVersion, OriginRequestID: reqID, EventSource: t.EventSource, EventID: t.EventID,
 			InputRef: rs.Ref(inputKey)}}

@@ -151,7 +151,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 		return res, nil, nil
 	}
 	return res, &Lease{e: e, Key: req.Key, Fence: res.Record.Fence, Attempt: res.Record.Attempt,
-		Owner: req.Owner, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash}, nil
+		Owner: req.Owner, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash, try: req.Try}, nil
 }
 
 // Get reads the durable record.
@@ -168,7 +168,7 @@ func (e *Engine) Forget(ctx context.Context, key string) {
 func (e *Engine) fastClaim(ctx context.Context, req ClaimRequest) (FastAnswer, bool) {
 	var ans FastAnswer
 	ok := e.fastDo(ctx, "claim", func(c context.Context) (err error) {
-		ans, err = e.fast.Claim(c, req.Key, req.Owner, req.PayloadHash, req.Lease)
+		ans, err = e.fast.Claim(c, req.Key, req.Owner, req.Try, req.PayloadHash, req.Lease)
 		return err
 	})
 	return ans, ok
@@ -213,11 +213,13 @@ type Lease struct {
 	lease       time.Duration
 	maxAttempts int
 	payloadHash string
+	try         int
 }
 
 // snapshot is the record as this lease last wrote it, for the fast layer.
 func (l *Lease) snapshot(st Status) Record {
-	return Record{Key: l.Key, Status: st, Fence: l.Fence, Attempt: l.Attempt, LeaseOwner: l.Owner, PayloadHash: l.payloadHash}
+	return Record{Key: l.Key, Status: st, Fence: l.Fence, Attempt: l.Attempt, LeaseOwner: l.Owner, LeaseTry: l.try,
+		PayloadHash: l.payloadHash}
 }
 
 // Duration is the lease length each renewal extends to.
@@ -293,12 +295,17 @@ func truncate(s string, n int) string {
 // the steps it completed. The step claim is refused (ErrLeaseLost) once this
 // lease's fence is stale.
 func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context) (string, error)) (string, error) {
-	req := ClaimRequest{Key: keys.OpKey(l.Key, op), Owner: l.Owner, Lease: l.lease, MaxAttempts: stepAttempts,
+	req := ClaimRequest{Key: keys.OpKey(l.Key, op), Owner: l.Owner, Try: l.try, Lease: l.lease, MaxAttempts: stepAttempts,
 		Meta: Meta{ParentKey: l.Key, Op: op}}
 	if dl, ok := ctx.Deadline(); ok {
 		req.Lease = min(req.Lease, time.Until(dl))
 	}
 	res, err := l.e.store.ClaimStep(ctx, l.Fence, req)
+	if err == nil && res.Decision == DecisionRepeatOther && l.waitFor(ctx, res.LeaseLeft) {
+		// A worker that lost this key still held the step: its step lease
+		// runs out soon, so wait for it rather than spend an attempt.
+		res, err = l.e.store.ClaimStep(ctx, l.Fence, req)
+	}
 	if err != nil {
 		return "", storeErr("claim step "+op, err)
 	}
@@ -327,6 +334,26 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 		return "", storeErr("complete step "+op, err)
 	}
 	return out, nil
+}
+
+// waitFor sleeps d (plus a little, for clock granularity) if that ends well
+// before ctx's deadline; it reports whether it waited the whole time.
+func (l *Lease) waitFor(ctx context.Context, d time.Duration) bool {
+	if d <= 0 || d > l.lease {
+		return false
+	}
+	d += 20 * time.Millisecond
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d+time.Second {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // KeepAlive renews the lease every third of its length until stop is called.
@@ -373,5 +400,5 @@ func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func()) {
 // Step refuses with ErrLeaseLost if the record's fence moved on.
 func (e *Engine) Attach(rec Record, owner string) *Lease {
 	return &Lease{e: e, Key: rec.Key, Fence: rec.Fence, Attempt: rec.Attempt, Owner: owner, lease: e.o.lease,
-		maxAttempts: e.o.maxAttempts, payloadHash: rec.PayloadHash}
+		maxAttempts: e.o.maxAttempts, payloadHash: rec.PayloadHash, try: -1}
 }

@@ -10,7 +10,8 @@ import (
 // claim: the engine treats every error as "go on with the Store alone".
 type FastLayer interface {
 	// Claim claims or reads key in one round trip.
-	Claim(ctx context.Context, key, owner, payloadHash string, lease time.Duration) (FastAnswer, error)
+	// try follows ClaimRequest.Try.
+	Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (FastAnswer, error)
 	// Publish mirrors a committed record, compare-and-set on its fence: an
 	// entry with a higher fence, or a terminal one with the same fence, stays.
 	Publish(ctx context.Context, rec Record, leaseLeft time.Duration) error

@@ -69,6 +69,7 @@ type Record struct {
 	Attempt         int       `json:"attempt"`
 	Fence           int64     `json:"fence"`
 	LeaseOwner      string    `json:"lease_owner"`
+	LeaseTry        int       `json:"lease_try"`   // the holder's try (FC retry count; -1 unknown)
 	LeaseUntil      time.Time `json:"lease_until"` // zero when no lease is held
 	ResultRef       string    `json:"result_ref"`
 	InputRef        string    `json:"input_ref"`

@@ -29,9 +29,14 @@ type Store interface {
 type ClaimRequest struct {
 	Key         string
 	PayloadHash string
-	// Owner identifies the delivery: the same owner coming back while its claim
-	// is RUNNING (FC retrying the same request) takes over without waiting.
-	Owner       string
+	// Owner identifies the delivery (the FC request id). The same owner
+	// coming back with a later Try while its claim is RUNNING (FC retrying a
+	// request whose try died) takes over without waiting; a copy of the same
+	// try arriving concurrently is answered in progress.
+	Owner string
+	// Try is the delivery's try number (FC's x-fc-retry-count, 0 first);
+	// -1 when unknown, which lets any same-owner claim take over.
+	Try         int
 	Lease       time.Duration
 	MaxAttempts int
 	Meta        Meta
@@ -79,7 +84,7 @@ func Decide(rec Record, req ClaimRequest, now time.Time) (Decision, Action) {
 		return DecisionRepeatDone, ActNone
 	case StatusRunning:
 		switch {
-		case rec.LeaseOwner == req.Owner:
+		case rec.LeaseOwner == req.Owner && (req.Try < 0 || req.Try > rec.LeaseTry || !now.Before(rec.LeaseUntil)):
 			d = DecisionRepeatSame
 		case now.Before(rec.LeaseUntil):
 			return DecisionRepeatOther, ActNone
@@ -107,7 +112,7 @@ func Apply(rec *Record, act Action, req ClaimRequest, now time.Time) {
 		rec.Status = StatusRunning
 		rec.Fence++
 		rec.Attempt++
-		rec.LeaseOwner = req.Owner
+		rec.LeaseOwner, rec.LeaseTry = req.Owner, req.Try
 		rec.LeaseUntil = now.Add(req.Lease)
 		rec.UpdatedAt = now
 	case ActExhaust:
@@ -127,6 +132,6 @@ func NewRecord(req ClaimRequest, now time.Time) Record {
 		InputVersion: m.InputVersion, OriginRequestID: m.OriginRequestID, EventSource: m.EventSource,
 		EventID: m.EventID, ParentKey: m.ParentKey, Op: m.Op, InputRef: m.InputRef,
 		PayloadHash: req.PayloadHash, Status: StatusRunning, Attempt: 1, Fence: 1,
-		LeaseOwner: req.Owner, LeaseUntil: now.Add(req.Lease), CreatedAt: now, UpdatedAt: now,
+		LeaseOwner: req.Owner, LeaseTry: req.Try, LeaseUntil: now.Add(req.Lease), CreatedAt: now, UpdatedAt: now,
 	}
 }

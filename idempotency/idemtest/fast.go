@@ -42,8 +42,8 @@ type cutAfterClaim struct {
 	cut  func()
 }
 
-func (c *cutAfterClaim) Claim(ctx context.Context, key, owner, ph string, lease time.Duration) (idempotency.FastAnswer, error) {
-	ans, err := c.FastLayer.Claim(ctx, key, owner, ph, lease)
+func (c *cutAfterClaim) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (idempotency.FastAnswer, error) {
+	ans, err := c.FastLayer.Claim(ctx, key, owner, try, ph, lease)
 	c.once.Do(c.cut)
 	return ans, err
 }

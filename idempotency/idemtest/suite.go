@@ -161,7 +161,15 @@ func sameOwner(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	key := NewKey()
 	_, l1 := claim(t, e, req(key, "fc-req-1"))
-	res, l2 := claim(t, e, req(key, "fc-req-1"))
+	// A copy of the same try, concurrently: in progress, not a takeover.
+	res, l := claim(t, e, req(key, "fc-req-1"))
+	want(t, "same try decision", res.Decision, idempotency.DecisionRepeatOther)
+	if l != nil {
+		t.Fatal("a concurrent copy of the same try took the lease")
+	}
+	retry := req(key, "fc-req-1")
+	retry.Try = 1 // FC's retry of the request
+	res, l2 := claim(t, e, retry)
 	want(t, "decision", res.Decision, idempotency.DecisionRepeatSame)
 	if l2 == nil {
 		t.Fatal("same owner did not take over")

@@ -91,7 +91,7 @@ func (s *Store) Close() error { return s.db.Close() }
 func (s *Store) Ping(ctx context.Context) error { return mapErr(s.db.PingContext(ctx)) }
 
 const columns = `request_id, tenant_id, task_type, operation, input_version, origin_request_id, event_source,
- event_id, parent_key, op, status, attempt, fence, lease_owner, lease_until, result_ref, input_ref, payload_hash,
+ event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until, result_ref, input_ref, payload_hash,
  last_error_code, last_error, created_at, updated_at`
 
 func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record, error) {
@@ -99,7 +99,7 @@ func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record
 	var st string
 	var lease sql.NullTime
 	dest := []any{&r.Key, &r.TenantID, &r.TaskType, &r.Operation, &r.InputVersion, &r.OriginRequestID,
-		&r.EventSource, &r.EventID, &r.ParentKey, &r.Op, &st, &r.Attempt, &r.Fence, &r.LeaseOwner, &lease,
+		&r.EventSource, &r.EventID, &r.ParentKey, &r.Op, &st, &r.Attempt, &r.Fence, &r.LeaseOwner, &r.LeaseTry, &lease,
 		&r.ResultRef, &r.InputRef, &r.PayloadHash, &r.LastErrorCode, &r.LastError, &r.CreatedAt, &r.UpdatedAt}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -120,9 +120,9 @@ func (s *Store) Get(ctx context.Context, key string) (idempotency.Record, error)
 }
 
 const insertSQL = `INSERT INTO idempotency_record (request_id, tenant_id, task_type, operation, input_version,
- origin_request_id, event_source, event_id, parent_key, op, status, attempt, fence, lease_owner, lease_until,
+ origin_request_id, event_source, event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until,
  input_ref, payload_hash, created_at, updated_at)
- VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', 1, 1, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, NOW(3), NOW(3))`
+ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', 1, 1, ?, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, NOW(3), NOW(3))`
 
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -131,7 +131,7 @@ type execer interface {
 func insert(ctx context.Context, db execer, req idempotency.ClaimRequest) error {
 	m := req.Meta
 	_, err := db.ExecContext(ctx, insertSQL, req.Key, m.TenantID, m.TaskType, m.Operation, m.InputVersion,
-		m.OriginRequestID, m.EventSource, m.EventID, m.ParentKey, m.Op, req.Owner, req.Lease.Microseconds(),
+		m.OriginRequestID, m.EventSource, m.EventID, m.ParentKey, m.Op, req.Owner, req.Try, req.Lease.Microseconds(),
 		m.InputRef, req.PayloadHash)
 	return mapErr(err)
 }
@@ -196,8 +196,8 @@ func takeover(ctx context.Context, tx *sql.Tx, req idempotency.ClaimRequest) (id
 			lease = rec.LeaseUntil
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = ?, fence = ?, attempt = ?,
- lease_owner = ?, lease_until = ?, last_error_code = ?, last_error = ?, updated_at = NOW(3) WHERE request_id = ?`,
-			string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, lease, rec.LastErrorCode, rec.LastError, rec.Key)
+ lease_owner = ?, lease_try = ?, lease_until = ?, last_error_code = ?, last_error = ?, updated_at = NOW(3) WHERE request_id = ?`,
+			string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, rec.LeaseTry, lease, rec.LastErrorCode, rec.LastError, rec.Key)
 		if err != nil {
 			return idempotency.ClaimResult{}, mapErr(err)
 		}

@@ -27,11 +27,11 @@ const MaxTTL = 300 * time.Second
 var claimScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local owner, ph, lease, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local h = redis.call('HMGET', KEYS[1], 'st', 'ow', 'ph', 'lu', 'fe', 'at', 'rr', 'ec', 'em')
+local owner, ph, lease, ttl, try = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local h = redis.call('HMGET', KEYS[1], 'st', 'ow', 'ph', 'lu', 'fe', 'at', 'rr', 'ec', 'em', 'tr')
 local st = h[1]
 if not st then
-  redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'ph', ph, 'lu', now + lease, 'fe', 0, 'at', 0)
+  redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'tr', try, 'ph', ph, 'lu', now + lease, 'fe', 0, 'at', 0)
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {'FIRST'}
 end
@@ -43,7 +43,9 @@ if st == 'SUCCEEDED' or st == 'FAILED_FINAL' then
 end
 local lu = tonumber(h[4] or '0')
 if st == 'RUNNING' then
-  if h[2] == owner then
+  -- The same request's later try (or an unknown try) may take over; a
+  -- concurrent copy of the same try waits like any other duplicate.
+  if h[2] == owner and (try < 0 or try > tonumber(h[10] or '-1')) then
     return {'REPEAT_SAME'}
   end
   if lu > now then
@@ -52,7 +54,7 @@ if st == 'RUNNING' then
 end
 -- An expired lease or a record waiting for a retry: register this caller so
 -- that concurrent duplicates wait for it, keep the fence for CAS ordering.
-redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'lu', now + lease)
+redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'tr', try, 'lu', now + lease)
 redis.call('PEXPIRE', KEYS[1], ttl)
 return {'STALE'}
 `)
@@ -69,7 +71,7 @@ if h[1] then
   if cur > fence then return 'KEPT' end
   if cur == fence and (h[1] == 'SUCCEEDED' or h[1] == 'FAILED_FINAL') and ARGV[1] ~= h[1] then return 'KEPT' end
 end
-redis.call('HSET', KEYS[1], 'st', ARGV[1], 'fe', ARGV[2], 'at', ARGV[3], 'ow', ARGV[4],
+redis.call('HSET', KEYS[1], 'st', ARGV[1], 'fe', ARGV[2], 'at', ARGV[3], 'ow', ARGV[4], 'tr', ARGV[11],
   'lu', now + tonumber(ARGV[6]), 'rr', ARGV[7], 'ec', ARGV[8], 'em', ARGV[9])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'ph', ARGV[5]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[10])
@@ -108,8 +110,8 @@ func New(rdb redis.UniversalClient, ttl time.Duration) (*Layer, error) {
 func Key(k string) string { return "idem:{" + k + "}" }
 
 // Claim runs the claim script.
-func (l *Layer) Claim(ctx context.Context, key, owner, payloadHash string, lease time.Duration) (idempotency.FastAnswer, error) {
-	vals, err := claimScript.Run(ctx, l.rdb, []string{Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds()).StringSlice()
+func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (idempotency.FastAnswer, error) {
+	vals, err := claimScript.Run(ctx, l.rdb, []string{Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds(), try).StringSlice()
 	if err != nil {
 		return idempotency.FastAnswer{}, fmt.Errorf("redis claim: %w", err)
 	}
@@ -142,7 +144,7 @@ func (l *Layer) Claim(ctx context.Context, key, owner, payloadHash string, lease
 func (l *Layer) Publish(ctx context.Context, rec idempotency.Record, leaseLeft time.Duration) error {
 	err := publishScript.Run(ctx, l.rdb, []string{Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
 		rec.LeaseOwner, rec.PayloadHash, leaseLeft.Milliseconds(), rec.ResultRef, rec.LastErrorCode, rec.LastError,
-		l.ttl.Milliseconds()).Err()
+		l.ttl.Milliseconds(), rec.LeaseTry).Err()
 	if err != nil {
 		return fmt.Errorf("redis publish: %w", err)
 	}

@@ -52,7 +52,7 @@ func TestClaimVerdicts(t *testing.T) {
 		verdict idempotency.FastVerdict
 	}
 	claim := func(owner, ph string, lease time.Duration) func(string) (idempotency.FastAnswer, error) {
-		return func(k string) (idempotency.FastAnswer, error) { return l.Claim(ctx, k, owner, ph, lease) }
+		return func(k string) (idempotency.FastAnswer, error) { return l.Claim(ctx, k, owner, 0, ph, lease) }
 	}
 	publish := func(rec idempotency.Record, left time.Duration) func(string) (idempotency.FastAnswer, error) {
 		return func(k string) (idempotency.FastAnswer, error) {
@@ -73,7 +73,11 @@ func TestClaimVerdicts(t *testing.T) {
 		{"first then other then same", []step{
 			{"a claims", claim("a", "ph", time.Minute), idempotency.FastFirst},
 			{"b sees a's live lease", claim("b", "ph", time.Minute), idempotency.FastRepeatOther},
-			{"a retries", claim("a", "ph", time.Minute), idempotency.FastRepeatSame},
+			{"a copy of a's try", claim("a", "ph", time.Minute), idempotency.FastRepeatOther},
+			{"a's retry", func(k string) (idempotency.FastAnswer, error) { return l.Claim(ctx, k, "a", 1, "ph", time.Minute) },
+				idempotency.FastRepeatSame},
+			{"a, try unknown", func(k string) (idempotency.FastAnswer, error) { return l.Claim(ctx, k, "a", -1, "ph", time.Minute) },
+				idempotency.FastRepeatSame},
 			{"other payload", claim("c", "other", time.Minute), idempotency.FastMismatch},
 		}},
 		{"expired lease is stale, then the new claimant holds it", []step{
@@ -132,7 +136,7 @@ func TestTerminalAnswerCarriesRecord(t *testing.T) {
 	if err := l.Publish(ctx, rec, 0); err != nil {
 		t.Fatal(err)
 	}
-	ans, err := l.Claim(ctx, k, "b", "ph", time.Minute)
+	ans, err := l.Claim(ctx, k, "b", 0, "ph", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,8 +156,8 @@ func TestReleaseOnlyUnconfirmedOwnClaim(t *testing.T) {
 		releaser  string
 		thenClaim idempotency.FastVerdict // what a fresh claimant sees afterwards
 	}{
-		{"own unconfirmed claim is dropped", func(k string) { _, _ = l.Claim(ctx, k, "a", "ph", time.Minute) }, "a", idempotency.FastFirst},
-		{"another owner's claim stays", func(k string) { _, _ = l.Claim(ctx, k, "a", "ph", time.Minute) }, "x", idempotency.FastRepeatOther},
+		{"own unconfirmed claim is dropped", func(k string) { _, _ = l.Claim(ctx, k, "a", 0, "ph", time.Minute) }, "a", idempotency.FastFirst},
+		{"another owner's claim stays", func(k string) { _, _ = l.Claim(ctx, k, "a", 0, "ph", time.Minute) }, "x", idempotency.FastRepeatOther},
 		{"a confirmed claim stays", func(k string) {
 			_ = l.Publish(ctx, idempotency.Record{Key: k, Status: idempotency.StatusRunning, Fence: 1, LeaseOwner: "a", PayloadHash: "ph"}, time.Minute)
 		}, "a", idempotency.FastRepeatOther},
@@ -165,7 +169,7 @@ func TestReleaseOnlyUnconfirmedOwnClaim(t *testing.T) {
 			if err := l.Release(ctx, k, c.releaser); err != nil {
 				t.Fatal(err)
 			}
-			ans, err := l.Claim(ctx, k, "fresh", "ph", time.Minute)
+			ans, err := l.Claim(ctx, k, "fresh", 0, "ph", time.Minute)
 			if err != nil || ans.Verdict != c.thenClaim {
 				t.Fatalf("after release: %s %v, want %s", ans.Verdict, err, c.thenClaim)
 			}

@@ -1,0 +1,415 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one process of the function.
+type proc struct {
+	name    string // i<slot>.g<generation>
+	cmd     *exec.Cmd
+	base    string
+	logPath string
+	armed   bool          // IDEMGATE_FAULT=after_output
+	killed  bool          // by the chaos goroutine (under fleet.mu): not a crash
+	exited  chan struct{} // closed once the process is reaped
+}
+
+func (p *proc) signal(s syscall.Signal) { _ = p.cmd.Process.Signal(s) }
+
+// slot is one instance position; a dead process is replaced in its slot.
+type slot struct {
+	idx    int
+	cur    *proc
+	ready  bool // initialized and not being killed: deliveries may go here
+	paused bool
+}
+
+// fleet runs the instances, restarts the dead ones on a new port, and
+// carries out the kills and pauses.
+type fleet struct {
+	bin, logDir string
+	env         []string
+	rnd         *lockedRand
+	clock       *timeline
+	logf        func(string, ...any)
+	ctx         context.Context // ends at stop: a start in progress gives up
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+
+	mu          sync.Mutex
+	slots       []*slot
+	stopping    bool
+	faultsLeft  int
+	kills       int
+	pauses      int
+	faultStarts int
+	faultDeaths int
+	restarts    int
+	crashes     []string
+}
+
+func newFleet(bin string, env []string, logDir string, rnd *lockedRand, clock *timeline, logf func(string, ...any)) *fleet {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &fleet{bin: bin, env: env, logDir: logDir, rnd: rnd, clock: clock, logf: logf, ctx: ctx, cancel: cancel}
+}
+
+// launch starts n supervised slots; the first start of slot 0 is armed
+// with the fault when faults > 0.
+func (f *fleet) launch(n, faults int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faultsLeft = faults
+	for i := range n {
+		s := &slot{idx: i}
+		f.slots = append(f.slots, s)
+		arm := i == 0 && f.faultsLeft > 0
+		if arm {
+			f.faultsLeft--
+		}
+		f.wg.Go(func() { f.supervise(s, arm) })
+	}
+}
+
+// waitReady waits until n slots are ready at once.
+func (f *fleet) waitReady(ctx context.Context, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		f.mu.Lock()
+		ready := 0
+		for _, s := range f.slots {
+			if s.ready {
+				ready++
+			}
+		}
+		crashes := slices.Clone(f.crashes)
+		f.mu.Unlock()
+		switch {
+		case ready >= n:
+			return nil
+		case len(crashes) > 0:
+			return fmt.Errorf("an instance failed to start: %s", crashes[0])
+		case time.Now().After(deadline):
+			return fmt.Errorf("only %d of %d instances initialized within %s", ready, n, limit)
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// supervise keeps a process running in s until the fleet stops.
+func (f *fleet) supervise(s *slot, arm bool) {
+	failures := 0
+	for gen := 0; ; gen++ {
+		p, err := f.start(s.idx, gen, arm)
+		if err != nil {
+			if f.ctx.Err() != nil {
+				return
+			}
+			if failures++; failures >= 5 {
+				f.mu.Lock()
+				f.crashes = append(f.crashes, fmt.Sprintf("slot %d could not be started: %v", s.idx, err))
+				f.mu.Unlock()
+				return
+			}
+			f.logf("instance start failed (will retry): %v", err)
+			sleep(f.ctx, 200*time.Millisecond)
+			continue
+		}
+		failures = 0
+		f.mu.Lock()
+		if f.stopping {
+			f.mu.Unlock()
+			p.signal(syscall.SIGKILL)
+			<-p.exited
+			return
+		}
+		s.cur, s.ready = p, true
+		f.mu.Unlock()
+		f.clock.add("start %s on %s%s", p.name, p.base, map[bool]string{true: " (armed: IDEMGATE_FAULT=after_output)"}[p.armed])
+
+		<-p.exited
+		f.mu.Lock()
+		s.cur, s.ready = nil, false
+		stopping := f.stopping
+		switch {
+		case stopping:
+		case p.killed:
+		case p.armed:
+			f.faultDeaths++
+			f.clock.add("fault %s killed itself after saving an output", p.name)
+		default:
+			f.crashes = append(f.crashes, fmt.Sprintf("instance %s exited on its own: %s; log %s:\n%s",
+				p.name, p.cmd.ProcessState, p.logPath, tail(readFile(p.logPath), 1500)))
+			f.clock.add("CRASH %s: %s", p.name, p.cmd.ProcessState)
+		}
+		arm = false
+		if !stopping {
+			f.restarts++
+			// Now and then the replacement is armed too, while the budget lasts.
+			if f.faultsLeft > 0 && f.rnd.Float64() < 0.5 {
+				f.faultsLeft--
+				arm = true
+			}
+		}
+		f.mu.Unlock()
+		if stopping {
+			return
+		}
+	}
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+// start runs one process on a free port and waits for its /initialize.
+func (f *fleet) start(idx, gen int, armed bool) (*proc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("i%d.g%d", idx, gen)
+	logPath := filepath.Join(f.logDir, name+".log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(f.bin)
+	cmd.Env = append(slices.Clone(f.env), fmt.Sprintf("FC_SERVER_PORT=%d", port))
+	if armed {
+		cmd.Env = append(cmd.Env, "IDEMGATE_FAULT=after_output")
+	}
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, err
+	}
+	p := &proc{name: name, cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), logPath: logPath,
+		armed: armed, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		lf.Close()
+		close(p.exited)
+	}()
+	if armed {
+		f.mu.Lock()
+		f.faultStarts++
+		f.mu.Unlock()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if initialize(f.ctx, p.base) == nil {
+			return p, nil
+		}
+		var why error
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("%s exited before it initialized: %s\n%s", name, cmd.ProcessState, tail(readFile(logPath), 1500))
+		case <-f.ctx.Done():
+			why = f.ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+			if time.Now().After(deadline) {
+				why = fmt.Errorf("%s did not initialize within 15 s", name)
+			}
+		}
+		if why != nil {
+			p.signal(syscall.SIGKILL)
+			<-p.exited
+			return nil, why
+		}
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+var lifecycleClient = &http.Client{Timeout: 2 * time.Second}
+
+func initialize(ctx context.Context, base string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/initialize", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("x-fc-request-id", "chaos-initialize")
+	resp, err := lifecycleClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("initialize: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// pick returns a ready process for a delivery, waiting while none is. A
+// paused process counts as ready: the platform cannot tell it is frozen.
+func (f *fleet) pick(ctx context.Context) (*proc, error) {
+	for {
+		f.mu.Lock()
+		var ready []*proc
+		for _, s := range f.slots {
+			if s.ready {
+				ready = append(ready, s.cur)
+			}
+		}
+		f.mu.Unlock()
+		if len(ready) > 0 {
+			return ready[f.rnd.IntN(len(ready))], nil
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// candidates lists the slots that are ready and not paused (under f.mu).
+func (f *fleet) candidates() []*slot {
+	var out []*slot
+	for _, s := range f.slots {
+		if s.ready && !s.paused {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// kill SIGKILLs a random running instance; its supervisor restarts it on a
+// new port.
+func (f *fleet) kill() {
+	f.mu.Lock()
+	c := f.candidates()
+	if len(c) == 0 || f.stopping {
+		f.mu.Unlock()
+		return
+	}
+	s := c[f.rnd.IntN(len(c))]
+	p := s.cur
+	p.killed, s.ready = true, false
+	f.kills++
+	f.mu.Unlock()
+	f.clock.add("kill -9 %s", p.name)
+	p.signal(syscall.SIGKILL)
+}
+
+// pause SIGSTOPs a random running instance for d (longer than the lease),
+// then SIGCONTs it; it resumes at once when ctx ends.
+func (f *fleet) pause(ctx context.Context, d time.Duration) {
+	f.mu.Lock()
+	c := f.candidates()
+	if len(c) == 0 || f.stopping {
+		f.mu.Unlock()
+		return
+	}
+	s := c[f.rnd.IntN(len(c))]
+	p := s.cur
+	s.paused = true
+	f.pauses++
+	f.mu.Unlock()
+	f.clock.add("SIGSTOP %s for %s", p.name, d.Round(time.Millisecond))
+	p.signal(syscall.SIGSTOP)
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-p.exited:
+	}
+	t.Stop()
+	p.signal(syscall.SIGCONT)
+	f.clock.add("SIGCONT %s", p.name)
+	f.mu.Lock()
+	s.paused = false
+	f.mu.Unlock()
+}
+
+// stop ends every process: gracefully (SIGTERM: in-flight invocations
+// drain) or not. It may be called more than once.
+func (f *fleet) stop(graceful bool) {
+	f.mu.Lock()
+	f.stopping = true
+	var procs []*proc
+	for _, s := range f.slots {
+		if s.cur != nil {
+			procs = append(procs, s.cur)
+		}
+	}
+	f.mu.Unlock()
+	f.cancel() // starts in progress give up and kill what they started
+	for _, p := range procs {
+		p.signal(syscall.SIGCONT) // a stopped process would not act on SIGTERM
+		if graceful {
+			p.signal(syscall.SIGTERM)
+		} else {
+			p.signal(syscall.SIGKILL)
+		}
+	}
+	for _, p := range procs {
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			p.signal(syscall.SIGKILL)
+			<-p.exited
+		}
+	}
+	f.wg.Wait()
+}
+
+func (f *fleet) crashList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.crashes)
+}
+
+func (f *fleet) fill(rep *Report) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rep.Kills, rep.Pauses, rep.FaultStarts, rep.FaultDeaths, rep.Restarts = f.kills, f.pauses, f.faultStarts, f.faultDeaths, f.restarts
+}
+
+// chaos kills and pauses instances at jittered intervals until ctx ends;
+// it returns once every paused instance runs again.
+func chaos(ctx context.Context, f *fleet, o Options, rnd *lockedRand, lease time.Duration) {
+	jitter := func(d time.Duration) time.Duration { return rnd.Between(d/2, d*3/2) }
+	var killC, pauseC <-chan time.Time
+	if o.KillEvery > 0 {
+		killC = time.After(jitter(o.KillEvery))
+	}
+	if o.PauseEvery > 0 {
+		pauseC = time.After(jitter(o.PauseEvery))
+	}
+	var paused sync.WaitGroup
+	defer paused.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-killC:
+			f.kill()
+			killC = time.After(jitter(o.KillEvery))
+		case <-pauseC:
+			d := rnd.Between(lease+lease/4+300*time.Millisecond, 2*lease+time.Second)
+			paused.Go(func() { f.pause(ctx, d) })
+			pauseC = time.After(jitter(o.PauseEvery))
+		}
+	}
+}
