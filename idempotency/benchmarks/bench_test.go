@@ -141,3 +141,39 @@ func BenchmarkDuplicateRedis(b *testing.B) {
 	}
 	interleave(b, raw, eng)
 }
+
+// BenchmarkClaimCompleteAllOps compares the same engine path with every raw
+// operation it performs: one EVALSHA to claim, one INSERT, one UPDATE, one
+// EVALSHA to publish the terminal state.
+func BenchmarkClaimCompleteAllOps(b *testing.B) {
+	r := setup(b)
+	ctx := context.Background()
+	db := r.store.DB()
+	raw := func(int) {
+		k := newKey()
+		if err := setIfAbsent.Run(ctx, r.rdb, []string{"bench:raw:" + k}, "x", 300000).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO idempotency_record (request_id, status, attempt, fence,
+ lease_owner, lease_until, payload_hash) VALUES (?, 'RUNNING', 1, 1, 'raw', NOW(3) + INTERVAL 60 SECOND, 'ph')`, k); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `UPDATE idempotency_record SET status = 'SUCCEEDED', result_ref = 'ref',
+ lease_until = NULL, updated_at = NOW(3) WHERE request_id = ? AND fence = 1 AND status = 'RUNNING'`, k); err != nil {
+			b.Fatal(err)
+		}
+		if err := setIfAbsent.Run(ctx, r.rdb, []string{"bench:raw:" + k}, "y", 300000).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	eng := func(int) {
+		_, l, err := r.eng.Claim(ctx, idempotency.ClaimRequest{Key: newKey(), Owner: "bench", PayloadHash: "ph"})
+		if err != nil || l == nil {
+			b.Fatal(err)
+		}
+		if err := l.Complete(ctx, "ref"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	interleave(b, raw, eng)
+}
