@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/mysqlstore"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
+)
+
+// setIfAbsent is the raw fast-path floor, the same script as the library
+// benchmark's: one EVALSHA of the smallest claim.
+var setIfAbsent = redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 'FIRST' or 'REPEAT'`)
+
+// Baselines holds the clients of the in-process comparisons. The clients are
+// built like the function's (mysqlstore.Open, redisfast.Dial), so pool sizes
+// and driver settings match.
+type Baselines struct {
+	store *mysqlstore.Store
+	rdb   redis.UniversalClient
+	eng   *idempotency.Engine
+	bare  *http.Server
+	Bare  string // base URL of the bare handler
+	ln    net.Listener
+}
+
+const scratchTable = "loadtest_scratch"
+
+// EnsureDatabase creates the DSN's database if it does not exist.
+func EnsureDatabase(ctx context.Context, dsn string) error {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return errors.New("-mysql-dsn is not a valid go-sql-driver DSN")
+	}
+	if cfg.DBName == "" {
+		return errors.New("-mysql-dsn needs a database name (it is created if missing)")
+	}
+	name := cfg.DBName
+	cfg.DBName = ""
+	cfg.Timeout = 3 * time.Second
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(c, "CREATE DATABASE IF NOT EXISTS `"+name+"`"); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// OpenBaselines connects, migrates (idempotent), creates the scratch table
+// and starts the bare handler on loopback. Without redisURL only the MySQL
+// pool is opened (for the verification).
+func OpenBaselines(ctx context.Context, dsn, redisURL string) (*Baselines, error) {
+	s, err := mysqlstore.Open(dsn, mysqlstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	b := &Baselines{store: s}
+	if _, err := s.Migrate(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if _, err := s.DB().ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+scratchTable+" LIKE idempotency_record"); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("scratch table: %w", err)
+	}
+	if redisURL == "" { // -redis=false without baselines: the MySQL check only
+		return b, nil
+	}
+	if b.rdb, err = redisfast.Dial(redisURL, 0); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	fast, err := redisfast.New(b.rdb, redisfast.MaxTTL)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.eng = idempotency.New(s, idempotency.WithFastLayer(fast),
+		idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if b.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.Bare = "http://" + b.ln.Addr().String()
+	b.bare = &http.Server{Handler: http.HandlerFunc(b.bareHandler), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = b.bare.Serve(b.ln) }()
+	return b, nil
+}
+
+// Close stops the bare handler and closes the clients.
+func (b *Baselines) Close() {
+	if b.bare != nil {
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = b.bare.Shutdown(c)
+		cancel()
+	}
+	if b.rdb != nil {
+		b.rdb.Close()
+	}
+	if b.store != nil {
+		b.store.Close()
+	}
+}
+
+// bareHandler is the floor of an HTTP duplicate answer: read the body, one
+// EVALSHA, a small JSON answer shaped like the outcome.
+func (b *Baselines) bareHandler(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 6<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h := fnv.New64a()
+	h.Write(body)
+	key := "loadtest:bare:" + strconv.FormatUint(h.Sum64(), 16)
+	v, err := setIfAbsent.Run(r.Context(), b.rdb, []string{key}, "x", 300000).Text()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"idempotency_key":%q,"status":"SUCCEEDED","duplicate":%t,"decision":"%s","attempt":1,"result_ref":"","request_id":%q}`,
+		key, v == "REPEAT", v, r.Header.Get("x-fc-request-id"))
+}
+
+func randKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// RawEvalsha: one EVALSHA of set-if-absent per op, on keys that mostly exist
+// already (the duplicate case).
+func (b *Baselines) RawEvalsha(nonce string) func(context.Context, int) error {
+	return func(ctx context.Context, i int) error {
+		return setIfAbsent.Run(ctx, b.rdb, []string{"loadtest:raw:" + nonce + ":" + strconv.Itoa(i%1000)}, "x", 300000).Err()
+	}
+}
+
+// RawInsertUpdate: an INSERT into the scratch table's unique key plus the
+// fenced UPDATE, the statements of the library benchmark's raw floor.
+func (b *Baselines) RawInsertUpdate() func(context.Context, int) error {
+	db := b.store.DB()
+	return func(ctx context.Context, _ int) error {
+		k := randKey()
+		if _, err := db.ExecContext(ctx, `INSERT INTO `+scratchTable+` (request_id, status, attempt, fence,
+ lease_owner, lease_until, payload_hash) VALUES (?, 'RUNNING', 1, 1, 'raw', NOW(3) + INTERVAL 60 SECOND, 'ph')`, k); err != nil {
+			return err
+		}
+		_, err := db.ExecContext(ctx, `UPDATE `+scratchTable+` SET status = 'SUCCEEDED', result_ref = 'ref',
+ lease_until = NULL, updated_at = NOW(3) WHERE request_id = ? AND fence = 1 AND status = 'RUNNING'`, k)
+		return err
+	}
+}
+
+// RawAllOps: every raw operation the engine's claim+complete performs, on
+// the scratch table and a scratch Redis key — EVALSHA (claim), INSERT,
+// UPDATE, EVALSHA (publish) — as the library's BenchmarkClaimCompleteAllOps.
+func (b *Baselines) RawAllOps() func(context.Context, int) error {
+	insertUpdate := b.RawInsertUpdate()
+	return func(ctx context.Context, i int) error {
+		k := "loadtest:allops:" + randKey()
+		if err := setIfAbsent.Run(ctx, b.rdb, []string{k}, "x", 300000).Err(); err != nil {
+			return err
+		}
+		if err := insertUpdate(ctx, i); err != nil {
+			return err
+		}
+		return setIfAbsent.Run(ctx, b.rdb, []string{k}, "y", 300000).Err()
+	}
+}
+
+// EngineClaimComplete: the library's Engine.Claim (Redis claim + MySQL
+// insert) and Lease.Complete (MySQL update + Redis publish) on a new key.
+func (b *Baselines) EngineClaimComplete() func(context.Context, int) error {
+	return func(ctx context.Context, _ int) error {
+		_, l, err := b.eng.Claim(ctx, idempotency.ClaimRequest{Key: randKey(), Owner: "loadtest", PayloadHash: "ph"})
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			return errors.New("a new key was not owned")
+		}
+		return l.Complete(ctx, "ref")
+	}
+}
+
+// EngineDuplicateRedis: Engine.Claim of a finished key, which the Redis layer
+// must answer.
+func (b *Baselines) EngineDuplicateRedis(ctx context.Context) (func(context.Context, int) error, error) {
+	key := randKey()
+	if _, err := b.eng.Do(ctx, idempotency.ClaimRequest{Key: key, Owner: "loadtest", PayloadHash: "ph"},
+		func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, _ int) error {
+		res, l, err := b.eng.Claim(ctx, idempotency.ClaimRequest{Key: key, Owner: "dup", PayloadHash: "ph"})
+		if err != nil {
+			return err
+		}
+		if l != nil || res.Source != "redis" {
+			return fmt.Errorf("duplicate not answered by Redis (source %q)", res.Source)
+		}
+		return nil
+	}, nil
+}
+
+// DB is the baseline's pool (verification queries).
+func (b *Baselines) DB() *sql.DB { return b.store.DB() }

@@ -1,0 +1,217 @@
+// Command loadtest is the load test of issue 7. It replays a stream of
+// EventBridge CloudEvents (summarize tasks of tenant acme, unique content per
+// business action) against running custom-runtime instances of the function,
+// with a chosen share of duplicates — redeliveries (same event, new FC request
+// id), double submits (new event id, same data) and concurrent bursts (the
+// same event to several instances at once) — and reports:
+//
+//   - events/s and p50/p90/p99 latency per class of answer: "first" (decision
+//     FIRST or TAKEOVER: the delivery that executed) and "duplicate";
+//   - the duplicate tiers apart, in two more phases of pure duplicates of keys
+//     already finished: "dup-redis" (instances with REDIS_URL: the Lua script
+//     answers) and "dup-mysql" (instances without REDIS_URL: MySQL answers).
+//     The outcome JSON does not say which tier answered, and nothing is added
+//     to the function's contract for it; the function's own per-minute
+//     counters (idempotency_stats, flushed when the spawned instances stop)
+//     cross-check the split afterwards;
+//   - the effective duplicate rate (executions that were not the first of
+//     their business action: per key, answers with duplicate=false beyond
+//     one; MySQL records with attempt > 1; attempt output objects per key),
+//     which must be 0.00 %, and the model calls saved;
+//   - baselines at the same concurrency in the same run: one raw EVALSHA of a
+//     set-if-absent script, a raw INSERT into a unique key plus an UPDATE (on
+//     a scratch table), a bare net/http handler doing one EVALSHA hit by the
+//     same HTTP client code, and the engine's claim+complete and Redis
+//     duplicate in-process — with the ratios side by side.
+//
+// Run from the repository root with MariaDB and Redis up:
+//
+//	go run ./scripts/loadtest -spawn 2 -n 2000 -c 16 -repeat 3
+//	go run ./scripts/loadtest -targets http://127.0.0.1:9000,http://127.0.0.1:9001 -n 500
+//
+// -spawn N builds the function (CGO off, -trimpath, -s -w, as scripts/build.sh
+// does), migrates the database and starts N instances with LLM_MODEL=offline
+// (plus N without REDIS_URL for the dup-mysql phase). Everything listens on
+// and dials loopback; every loop is bounded in count and by -max-duration.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	d := DefaultOptions()
+	o := d
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: go run ./scripts/loadtest [flags]\n\n"+
+			"Replays EventBridge CloudEvents with injected duplicates against custom-runtime instances of the\n"+
+			"function and prints throughput, latency per decision class, the effective duplicate rate (must be\n"+
+			"0.00 %%), model calls saved, and baselines (raw EVALSHA, raw INSERT+UPDATE, bare HTTP handler) with\n"+
+			"their ratios. Exit status 1 if an effective duplicate or a non-200 answer was seen, 2 on setup errors.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	targets := fs.String("targets", "", "comma-separated base URLs of running instances (with REDIS_URL unless -redis=false)")
+	mysqlTargets := fs.String("mysql-targets", "", "comma-separated base URLs of running instances without REDIS_URL, for the dup-mysql phase (unused with -redis=false)")
+	fs.IntVar(&o.Spawn, "spawn", d.Spawn, "build and start N instances (and N more without REDIS_URL for the dup-mysql phase)")
+	fs.StringVar(&o.Bin, "bin", d.Bin, "the function binary for -spawn (default: built from the repository root)")
+	fs.StringVar(&o.MySQLDSN, "mysql-dsn", d.MySQLDSN, "MYSQL_DSN of spawned instances, the baselines and the MySQL check (with -targets: give the instances' database); created if missing")
+	fs.StringVar(&o.RedisURL, "redis-url", d.RedisURL, "REDIS_URL of spawned instances and the baselines")
+	fs.BoolVar(&o.Redis, "redis", d.Redis, "the instances use Redis; false: spawned instances get no REDIS_URL (MySQL answers every duplicate)")
+	fs.IntVar(&o.N, "n", d.N, "deliveries in the main phase")
+	fs.IntVar(&o.C, "c", d.C, "concurrency: requests in flight (a burst takes one slot per copy)")
+	fs.Float64Var(&o.DupRate, "dup-rate", d.DupRate, "share of the main phase's deliveries that are duplicates, in %")
+	mix := fs.String("mix", d.Mix.String(), "weights of the duplicate kinds: redeliver (same event, new FC request id), double (new event id, same data), burst (concurrent copies)")
+	fs.IntVar(&o.BurstMax, "burst-max", d.BurstMax, "largest burst (original + copies in flight at once); capped by -c")
+	fs.IntVar(&o.DupN, "dup-n", d.DupN, "requests in each pure-duplicate phase (dup-redis, dup-mysql); 0: skip; -1: same as -n")
+	fs.IntVar(&o.BaseN, "base-n", d.BaseN, "operations of each baseline; 0: skip the baselines; -1: same as -n")
+	fs.IntVar(&o.Slices, "slices", d.Slices, "interleave the compared phases in this many alternating slices (A B, B A, …) so that drift hits them alike")
+	fs.IntVar(&o.Repeat, "repeat", d.Repeat, "repeat the whole measurement R times (min/median/max summary at the end)")
+	fs.DurationVar(&o.Timeout, "timeout", d.Timeout, "per-request timeout")
+	fs.DurationVar(&o.MaxDuration, "max-duration", d.MaxDuration, "cap on the whole run")
+	fs.StringVar(&o.CSV, "csv", "", "write one row per request to FILE")
+	fs.StringVar(&o.PNG, "png", "", "write a latency histogram per class to FILE (PNG)")
+	fs.StringVar(&o.JSON, "json", "", "write the summary (every run's figures) to FILE as JSON")
+	fs.Uint64Var(&o.Seed, "seed", 0, "random seed of the plan (0: from the clock)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory of spawned instances (logs, result objects)")
+	progress := fs.String("progress", "auto", "progress bar on stderr: auto (only when stderr is a terminal), on, off")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "loadtest: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	o.Targets = splitList(*targets)
+	o.MySQLTargets = splitList(*mysqlTargets)
+	var err error
+	if o.Mix, err = ParseMix(*mix); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest: -mix:", err)
+		return 2
+	}
+	switch *progress {
+	case "on":
+		o.Progress = os.Stderr
+	case "auto":
+		if isTerminal(os.Stderr) {
+			o.Progress = os.Stderr
+		}
+	case "off":
+	default:
+		fmt.Fprintln(os.Stderr, "loadtest: -progress: want auto, on or off")
+		return 2
+	}
+	o.Log = os.Stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum, err := Run(ctx, o, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		return 2
+	}
+	if !sum.OK() {
+		return 1
+	}
+	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimRight(strings.TrimSpace(p), "/"); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// Options configure a load test. Start from DefaultOptions.
+type Options struct {
+	Targets      []string // running instances (with Redis unless !Redis)
+	MySQLTargets []string // running instances without REDIS_URL (dup-mysql phase)
+	Spawn        int      // > 0: build and start this many instances (and as many without Redis)
+	Bin          string
+	MySQLDSN     string
+	RedisURL     string
+	Redis        bool
+	N, C         int
+	DupRate      float64 // percent
+	Mix          Mix
+	BurstMax     int
+	DupN, BaseN  int // -1: N
+	Repeat       int
+	Slices       int
+	Timeout      time.Duration
+	MaxDuration  time.Duration
+	CSV, PNG     string
+	JSON         string
+	Seed         uint64
+	Keep         bool
+	WorkDir      string // "": a temporary directory
+	// Progress receives the progress bar (nil: none); Log receives setup
+	// lines (nil: none).
+	Progress, Log io.Writer
+}
+
+// DefaultOptions are the flags' defaults.
+func DefaultOptions() Options {
+	return Options{MySQLDSN: "root@tcp(127.0.0.1:3306)/idemgate_load", RedisURL: "redis://127.0.0.1:6379/14",
+		Redis: true, N: 2000, C: 16, DupRate: 11.7, Mix: Mix{Redeliver: 40, Double: 30, Burst: 30}, BurstMax: 4,
+		DupN: -1, BaseN: -1, Repeat: 1, Slices: 10, Timeout: 30 * time.Second, MaxDuration: 20 * time.Minute}
+}
+
+func (o *Options) check() error {
+	switch {
+	case o.Spawn < 0 || o.Spawn > 32:
+		return errors.New("-spawn: want 0 to 32")
+	case o.Spawn == 0 && len(o.Targets) == 0:
+		return errors.New("give -targets URL,… or -spawn N")
+	case o.Spawn > 0 && (len(o.Targets) > 0 || len(o.MySQLTargets) > 0):
+		return errors.New("-spawn and -targets/-mysql-targets exclude each other")
+	case o.N < 1 || o.N > 1_000_000:
+		return errors.New("-n: want 1 to 1000000")
+	case o.C < 1 || o.C > 1024:
+		return errors.New("-c: want 1 to 1024")
+	case o.DupRate < 0 || o.DupRate >= 100:
+		return errors.New("-dup-rate: want 0 ≤ rate < 100 (percent)")
+	case o.BurstMax < 2 || o.BurstMax > 64:
+		return errors.New("-burst-max: want 2 to 64")
+	case o.DupN < -1 || o.DupN > 1_000_000 || o.BaseN < -1 || o.BaseN > 1_000_000:
+		return errors.New("-dup-n, -base-n: want -1 to 1000000")
+	case o.Slices < 1 || o.Slices > 1000:
+		return errors.New("-slices: want 1 to 1000")
+	case o.Repeat < 1 || o.Repeat > 100:
+		return errors.New("-repeat: want 1 to 100")
+	case o.Timeout <= 0 || o.MaxDuration <= 0:
+		return errors.New("-timeout, -max-duration: want > 0")
+	}
+	if o.DupN == -1 {
+		o.DupN = o.N
+	}
+	if o.BaseN == -1 {
+		o.BaseN = o.N
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+)
+
+// Verification is the at-most-once check of a main phase.
+type Verification struct {
+	Deliveries int // requests sent
+	Non200     int // answers that were not a 200 outcome (or no answer)
+	Actions    int // business actions (keys)
+	Keys       int // keys named by the answers (Actions unless every answer of one failed)
+	Injected   int // duplicate deliveries in the plan
+	// Executions: answers with duplicate=false. Extra: those beyond the first
+	// of their action (effective duplicates). NoExecution: actions none of
+	// whose answers executed.
+	Executions, Extra, NoExecution int
+	KeyMismatch                    int // actions whose answers named more than one key
+	Saved                          int // duplicate deliveries answered duplicate=true: model calls saved
+	// MySQL: records of the run's keys; attempt > 1; status other than SUCCEEDED.
+	// DBSkipped says why the check did not count (none of the keys is in the
+	// database: -mysql-dsn is not the instances' database).
+	DBChecked                           bool
+	DBSkipped                           string
+	DBRecords, DBAttemptsOver1, DBNotOK int
+	// Result objects (spawned instances only): attempt-NNN/output.json per key.
+	ObjChecked            bool
+	Outputs, ExtraOutputs int
+}
+
+// EffectiveRate is the share of deliveries that executed although their
+// action had executed already, in percent.
+func (v Verification) EffectiveRate() float64 {
+	if v.Deliveries == 0 {
+		return 0
+	}
+	return 100 * float64(v.Extra) / float64(v.Deliveries)
+}
+
+// OK reports whether the phase took effect at most once per action and every
+// delivery was answered 200.
+func (v Verification) OK() bool {
+	return v.Non200 == 0 && v.Extra == 0 && v.NoExecution == 0 && v.KeyMismatch == 0 &&
+		v.DBAttemptsOver1 == 0 && v.DBNotOK == 0 && v.ExtraOutputs == 0 &&
+		v.Keys == v.Actions && (!v.DBChecked || v.DBRecords == v.Keys) && (!v.ObjChecked || v.Outputs == v.Keys)
+}
+
+// Verify checks the main phase's answers, then MySQL (db may be nil) and the
+// result objects under stateDir ("" skips that check).
+func Verify(ctx context.Context, plan *Plan, ph PhaseResult, db *sql.DB, stateDir string) (Verification, error) {
+	v := Verification{Deliveries: len(ph.Results), Actions: len(plan.Actions), Injected: plan.Duplicates()}
+	execs := make([]int, len(plan.Actions))
+	keys := make([]string, len(plan.Actions))
+	for i := range ph.Results {
+		r := &ph.Results[i]
+		if r.HTTPStatus != http.StatusOK || r.Err != "" {
+			v.Non200++
+			continue
+		}
+		if keys[r.Action] == "" {
+			keys[r.Action] = r.Key
+		} else if keys[r.Action] != r.Key {
+			v.KeyMismatch++
+		}
+		if r.Duplicate {
+			v.Saved++
+		} else {
+			execs[r.Action]++
+			v.Executions++
+		}
+	}
+	var known []string
+	for a, n := range execs {
+		switch {
+		case n == 0:
+			v.NoExecution++
+		case n > 1:
+			v.Extra += n - 1
+		}
+		if keys[a] != "" {
+			known = append(known, keys[a])
+		}
+	}
+	v.Keys = len(known)
+	if db != nil && len(known) > 0 {
+		v.DBChecked = true
+		for start := 0; start < len(known); start += 500 {
+			batch := known[start:min(start+500, len(known))]
+			args := make([]any, len(batch))
+			for i, k := range batch {
+				args[i] = k
+			}
+			q := `SELECT COUNT(*), COALESCE(SUM(attempt > 1), 0), COALESCE(SUM(status <> 'SUCCEEDED'), 0)
+ FROM idempotency_record WHERE request_id IN (?` + strings.Repeat(",?", len(batch)-1) + `)`
+			var n, over, notOK int
+			if err := db.QueryRowContext(ctx, q, args...).Scan(&n, &over, &notOK); err != nil {
+				return v, fmt.Errorf("verify in MySQL: %w", err)
+			}
+			v.DBRecords += n
+			v.DBAttemptsOver1 += over
+			v.DBNotOK += notOK
+		}
+		if v.DBRecords == 0 {
+			v.DBChecked = false
+			v.DBSkipped = "none of the run's keys is in -mysql-dsn's database (not the instances' database?)"
+		}
+	}
+	if stateDir != "" && len(known) > 0 {
+		v.ObjChecked = true
+		for _, k := range known {
+			m, err := filepath.Glob(filepath.Join(stateDir, "results", "tasks", k, "attempt-*", "output.json"))
+			if err != nil {
+				return v, err
+			}
+			v.Outputs += len(m)
+			if len(m) > 1 {
+				v.ExtraOutputs += len(m) - 1
+			}
+		}
+	}
+	return v, nil
+}
