@@ -36,10 +36,14 @@ var specAttrs = map[string]bool{
 // an absent subject/datacontenttype/dataschema, accepts "xyz" as a media type,
 // upper-case extension names and 1.5 as an integer (truncating it). The SDK
 // then parses and validates as well, so anything it refuses is refused too.
-func parseEnvelope(raw []byte) (*envelope, *Error) {
-	var attrs map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &attrs); err != nil || attrs == nil {
-		return nil, newError(TypeInvalidEnvelope, "", "a CloudEvent must be a JSON object")
+//
+// attrs is raw already decoded into members, when the caller has done that
+// (Parse has, for a single event); nil makes parseEnvelope decode it.
+func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, *Error) {
+	if attrs == nil {
+		if err := json.Unmarshal(raw, &attrs); err != nil || attrs == nil {
+			return nil, newError(TypeInvalidEnvelope, "", "a CloudEvent must be a JSON object")
+		}
 	}
 	env := &envelope{attrs: attrs}
 	// Best effort, so that even a rejected event can be named in the outcome.

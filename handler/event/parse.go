@@ -102,7 +102,7 @@ func Parse(body []byte) (*Invocation, error) {
 	isTimer := hasTime || hasName
 	switch {
 	case isCE:
-		return parseSingle(body)
+		return parseSingle(body, obj)
 	case isDest && isTimer:
 		return nil, newError(TypeUnsupportedEvent, "", "ambiguous body: has both failure-destination (requestContext) and timer (triggerTime/triggerName) members")
 	case isDest:
@@ -118,7 +118,7 @@ func Parse(body []byte) (*Invocation, error) {
 		}
 		return &Invocation{Kind: KindTimer, Timer: t}, nil
 	case looksLikeCloudEvent(obj):
-		return parseSingle(body)
+		return parseSingle(body, obj)
 	default:
 		return nil, newError(TypeUnsupportedEvent, "", "unrecognised event: not a CloudEvent, timer or failure-destination message")
 	}
@@ -135,9 +135,9 @@ func looksLikeCloudEvent(obj map[string]json.RawMessage) bool {
 	return false
 }
 
-func parseSingle(body []byte) (*Invocation, error) {
+func parseSingle(body []byte, attrs map[string]json.RawMessage) (*Invocation, error) {
 	inv := &Invocation{Kind: KindSingle, Size: 1}
-	t, err := parseMember(body, -1)
+	t, err := parseMember(body, -1, attrs)
 	if err != nil {
 		inv.Rejected = []*Error{err}
 		return inv, err
@@ -153,7 +153,7 @@ func parseBatch(body []byte) (*Invocation, error) {
 	}
 	inv := &Invocation{Kind: KindBatch, Size: len(members)}
 	for i, m := range members {
-		t, err := parseMember(m, i)
+		t, err := parseMember(m, i, nil)
 		if err != nil {
 			inv.Rejected = append(inv.Rejected, err)
 			continue
@@ -169,14 +169,14 @@ func parseBatch(body []byte) (*Invocation, error) {
 
 // parseMember validates one CloudEvent and extracts its task. index is the
 // batch position, -1 for a single event.
-func parseMember(raw []byte, index int) (*Task, *Error) {
+func parseMember(raw []byte, index int, attrs map[string]json.RawMessage) (*Task, *Error) {
 	var (
 		env *envelope
 		err *Error
 	)
 	if jsonKind(raw) != '{' {
 		err = newError(TypeInvalidEnvelope, "", "a batch member must be a CloudEvent JSON object")
-	} else if env, err = parseEnvelope(raw); err == nil {
+	} else if env, err = parseEnvelope(raw, attrs); err == nil {
 		var t *Task
 		if t, err = taskFromEnvelope(env); err == nil {
 			t.Index = max(index, 0)
