@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/devbuild"
+
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
@@ -159,7 +161,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	bin := o.Bin
 	if bin == "" {
 		logf("building the function")
-		if bin, err = build(ctx, filepath.Join(work, "bin")); err != nil {
+		if bin, err = devbuild.Build(ctx, filepath.Join(work, "bin"), false); err != nil {
 			return rep, err
 		}
 	}
@@ -368,40 +370,6 @@ func (t *timeline) entries() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]string(nil), t.lines...)
-}
-
-// repoRoot walks up from the working directory to the module's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(b, []byte("module github.com/idemgate/idemgate\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the idemgate repository: give -bin")
-		}
-		dir = parent
-	}
-}
-
-// build compiles the function as the e2e tests do.
-func build(ctx context.Context, dir string) (string, error) {
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "main")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %w\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // runCLI runs a subcommand of the function and returns its stdout.

@@ -33,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/devbuild"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -114,7 +116,7 @@ func measure(ctx context.Context, o options) (*Report, error) {
 		defer os.RemoveAll(tmp)
 	}
 	if o.bin == "" {
-		root, err := repoRoot()
+		root, err := devbuild.RepoRoot()
 		if err != nil {
 			return nil, err
 		}
@@ -274,26 +276,6 @@ func lastLines(s string) string {
 		s = s[len(s)-1500:]
 	}
 	return s
-}
-
-// repoRoot walks up from the working directory to the module's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for range 32 {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
-			bytes.Contains(b, []byte("module github.com/idemgate/idemgate\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	return "", errors.New("run from inside the idemgate repository (or give -bin)")
 }
 
 func stats(xs []float64) (lo, med, hi float64) {

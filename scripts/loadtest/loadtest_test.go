@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/devbuild"
+
 	"github.com/idemgate/idemgate/internal/testenv"
 )
 
@@ -35,7 +37,7 @@ func TestLoadAgainstSpawnedInstances(t *testing.T) {
 	}
 	// A plain build (as the root e2e tests do) shares their build cache; the
 	// program's own -spawn build adds -trimpath and CGO_ENABLED=0.
-	root, err := repoRoot()
+	root, err := devbuild.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/devbuild"
 )
 
 // Phase names.
@@ -160,7 +162,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 		bin := o.Bin
 		if bin == "" {
 			logf("building the function (CGO_ENABLED=0 -trimpath -ldflags='-s -w') …")
-			if bin, err = Build(ctx, work); err != nil {
+			if bin, err = devbuild.Build(ctx, work, true); err != nil {
 				return nil, err
 			}
 		}

@@ -18,43 +18,6 @@ import (
 	"time"
 )
 
-// repoRoot walks up from the working directory to the module's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for range 32 {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
-			bytes.Contains(b, []byte("module github.com/idemgate/idemgate\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	return "", errors.New("run from inside the idemgate repository (or give -bin)")
-}
-
-// Build builds the function as scripts/build.sh does (CGO off, -trimpath,
-// stripped), for the host's GOOS/GOARCH, into dir/main.
-func Build(ctx context.Context, dir string) (string, error) {
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "main")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
 // Instance is a spawned function process.
 type Instance struct {
 	Base    string

@@ -1,0 +1,58 @@
+// Package devbuild finds the repository and builds the function binary for
+// the tools that run it (scripts/chaos, scripts/loadtest, scripts/coldstart).
+package devbuild
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// RepoRoot walks up from the working directory to the module's go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for range 32 {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			bytes.Contains(b, []byte("module github.com/idemgate/idemgate\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return "", errors.New("run from inside the idemgate repository (or give -bin)")
+}
+
+// Build builds the function into dir/main for the host. With deploy it
+// builds as scripts/build.sh does (CGO off, -trimpath, stripped), so that
+// measurements see the deploy artefact.
+func Build(ctx context.Context, dir string, deploy bool) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "main")
+	args := []string{"build", "-o", bin, "."}
+	if deploy {
+		args = []string{"build", "-trimpath", "-ldflags=-s -w", "-o", bin, "."}
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = os.Environ()
+	if deploy {
+		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+}
