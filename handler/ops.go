@@ -124,34 +124,73 @@ func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec idempoten
 	return t, nil
 }
 
-// redrive runs rec's task again from its stored input under owner. A record
-// whose worker died before saving the input cannot be re-driven: it is
-// taken over and recorded FAILED_FINAL (input_missing), so that the
-// delivery's retries end in the dead-letter queue, from which it is replayed.
+// inputHorizon is how long a failed record without input.json is left for
+// FC's own retries (which carry the event) before the sweeper gives up on it.
+const inputHorizon = time.Hour
+
+// redrive runs rec's task again from its stored input under owner.
+//
+// A record that cannot be re-driven — no input.json (the worker died before
+// saving it), or an input that no longer parses or names an unknown task
+// type — is taken over and recorded FAILED_FINAL, so that it leaves the
+// sweeper's queue and its delivery ends in the dead-letter queue, from which
+// it is replayed. A failed record without input is first left to FC's retries
+// for inputHorizon.
 func (p *Pipeline) redrive(ctx context.Context, rec idempotency.Record, meta Meta, owner string) Outcome {
 	ctx = logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
-	o := Outcome{IdempotencyKey: rec.Key, RequestID: rec.OriginRequestID}
+	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
 	rs, err := p.Results(ctx, meta.Credentials)
 	if err != nil {
 		return failure(o, classifyResultErr("result store", err))
 	}
 	t, err := p.storedTask(ctx, rs, rec)
-	if errors.Is(err, ossresult.ErrNotFound) {
-		_, l, cerr := p.Engine.Claim(ctx, idempotency.ClaimRequest{Key: rec.Key, PayloadHash: rec.PayloadHash, Owner: owner})
-		if cerr != nil {
-			return failure(o, cerr)
+	if err == nil {
+		if _, ok := p.Tasks.Get(t.TaskType); !ok {
+			err = idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType))
 		}
-		if l != nil {
-			_, _ = l.Fail(ctx, idempotency.Final("input_missing", errors.New("the worker died before saving input.json; replay from the dead-letter queue")))
-		}
-		p.Log.WarnContext(ctx, "stuck task without stored input recorded FAILED_FINAL", "status", rec.Status)
-		o.Status = string(idempotency.StatusFailedFinal)
-		return failure(o, idempotency.Final("input_missing", errors.New("no input.json")))
 	}
+	switch class, _ := idempotency.Classify(err); {
+	case err == nil:
+		return p.runTask(ctx, t, meta, owner)
+	case errors.Is(err, ossresult.ErrNotFound):
+		if rec.Status != idempotency.StatusRunning && time.Since(rec.UpdatedAt) < inputHorizon {
+			return failure(o, idempotency.Retryable("input_missing", errors.New("no input.json yet: left to FC's retry")))
+		}
+		return p.abandon(ctx, rs, rec, owner, idempotency.Final("input_missing",
+			errors.New("no input.json (the worker died before saving it): replay from the dead-letter queue")))
+	case class == idempotency.ClassFinal:
+		return p.abandon(ctx, rs, rec, owner, err)
+	default:
+		return failure(o, err)
+	}
+}
+
+// abandon takes rec over and records cause FAILED_FINAL.
+func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec idempotency.Record, owner string, cause error) Outcome {
+	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
+	res, l, err := p.Engine.Claim(ctx, idempotency.ClaimRequest{Key: rec.Key, PayloadHash: rec.PayloadHash, Owner: owner, Try: -1})
 	if err != nil {
 		return failure(o, err)
 	}
-	return p.runTask(ctx, t, meta, owner)
+	if l == nil { // someone else holds it now (FC's retry): nothing to abandon
+		return failure(o, idempotency.Retryable("in_progress", fmt.Errorf("%w (%s)", idempotency.ErrInProgress, res.Decision)))
+	}
+	if _, code := idempotency.Classify(cause); code == "input_missing" {
+		// Between the listing and the claim, a retry may have saved the input.
+		if key, kerr := ossresult.InputKey(rec.Key); kerr == nil {
+			if _, _, gerr := rs.Get(ctx, key); gerr == nil {
+				_, _ = l.Fail(ctx, idempotency.Retryable("input_appeared", errors.New("input.json appeared; the next sweep re-drives it")))
+				return failure(o, idempotency.Retryable("input_appeared", errors.New("input.json appeared")))
+			}
+		}
+	}
+	st, ferr := l.Fail(ctx, cause)
+	if ferr != nil {
+		return failure(o, ferr)
+	}
+	p.Log.WarnContext(ctx, "sweeper recorded a task it cannot re-drive as failed", "status", st, "error", cause.Error())
+	o.Status, o.Attempt = string(st), l.Attempt
+	return failure(o, cause)
 }
 
 // refinish completes publish and notify of a SUCCEEDED record.
@@ -175,7 +214,7 @@ func (p *Pipeline) refinish(ctx context.Context, rec idempotency.Record, meta Me
 	if err != nil {
 		return failure(o, err)
 	}
-	if err := p.finish(ctx, p.Engine.Attach(rec, owner), rs, t, o, step.ResultRef,
+	if err := p.finish(ctx, p.Engine.Attach(rec, owner, meta.RetryCount), rs, t, o, step.ResultRef,
 		ossresult.Meta{IdempotencyKey: rec.Key, RequestID: rec.OriginRequestID}); err != nil {
 		return failure(o, err)
 	}
@@ -250,11 +289,16 @@ func (p *Pipeline) ReplayDLQ(ctx context.Context, body []byte, r ReplayRequest, 
 			outs = append(outs, failure(Outcome{RequestID: t.RequestID}, idempotency.Final("invalid_request", derr)))
 			continue
 		}
-		if _, err := p.Maint.Reset(ctx, d.Key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "dlq"}); err != nil {
+		prior, err := p.Maint.Reset(ctx, d.Key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "dlq"})
+		if err != nil {
 			outs = append(outs, failure(Outcome{IdempotencyKey: d.Key, RequestID: t.RequestID}, err))
 			continue
 		}
 		p.Engine.Forget(ctx, d.Key)
+		if prior.Status == idempotency.StatusSucceeded { // the result stands; finish publish and notify
+			outs = append(outs, p.refinish(ctx, prior, meta, fmt.Sprintf("%s#%d", owner, i)))
+			continue
+		}
 		outs = append(outs, p.runTask(ctx, t, meta, fmt.Sprintf("%s#%d", owner, i)))
 	}
 	return outs, nil

@@ -229,7 +229,7 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 			return p.logged(ctx, start, failure(o, err))
 		}
 	case meta.RetryCount > 0:
-		if err := p.finishExisting(ctx, rs, d.Key, tt, t, o, owner, objMeta); err != nil {
+		if err := p.finishExisting(ctx, rs, d.Key, tt, t, o, owner, meta.RetryCount, objMeta); err != nil {
 			return p.logged(ctx, start, failure(o, err))
 		}
 	}
@@ -238,7 +238,7 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 
 // finishExisting runs publish and notify for a record that this owner
 // completed earlier (its try died between complete and publish).
-func (p *Pipeline) finishExisting(ctx context.Context, rs ResultStore, key string, tt TaskType, t *event.Task, o Outcome, owner string, m ossresult.Meta) error {
+func (p *Pipeline) finishExisting(ctx context.Context, rs ResultStore, key string, tt TaskType, t *event.Task, o Outcome, owner string, try int, m ossresult.Meta) error {
 	rec, err := p.Engine.Get(ctx, key)
 	if err != nil {
 		return err
@@ -250,7 +250,7 @@ func (p *Pipeline) finishExisting(ctx context.Context, rs ResultStore, key strin
 	if err != nil {
 		return err
 	}
-	return p.finish(ctx, p.Engine.Attach(rec, owner), rs, t, o, step.ResultRef, m)
+	return p.finish(ctx, p.Engine.Attach(rec, owner, try), rs, t, o, step.ResultRef, m)
 }
 
 // inputDoc is input.json: what a re-drive needs to run the task again.

@@ -74,6 +74,7 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 		}
 		// The "finished?" guard: even a panic leaves a recorded state behind.
 		r := recover()
+		stop()
 		if r == nil { // runtime.Goexit: nothing to re-raise
 			_, _ = l.Fail(ctx, &Error{Class: ClassUnknown, Code: "aborted", Err: errors.New("goroutine exited")})
 			return
@@ -83,6 +84,7 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 	}()
 	ref, ferr := fn(kctx, l)
 	finished = true
+	stop() // before the terminal write: no renewal may follow it
 	if ferr == nil {
 		if err := l.Complete(ctx, ref); err != nil {
 			return out, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -301,9 +302,10 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 		req.Lease = min(req.Lease, time.Until(dl))
 	}
 	res, err := l.e.store.ClaimStep(ctx, l.Fence, req)
-	if err == nil && res.Decision == DecisionRepeatOther && l.waitFor(ctx, res.LeaseLeft) {
-		// A worker that lost this key still held the step: its step lease
-		// runs out soon, so wait for it rather than spend an attempt.
+	if err == nil && res.Decision == DecisionRepeatOther && res.Record.LeaseOwner != l.Owner && l.waitFor(ctx, res.LeaseLeft) {
+		// Another owner holds the step while we hold the key: a worker that
+		// lost the key. Its step lease runs out soon, so wait for it rather
+		// than spend an attempt. (A copy of our own try is answered at once.)
 		res, err = l.e.store.ClaimStep(ctx, l.Fence, req)
 	}
 	if err != nil {
@@ -363,7 +365,9 @@ func (l *Lease) waitFor(ctx context.Context, d time.Duration) bool {
 func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func()) {
 	kctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(max(l.lease/3, 10*time.Millisecond))
 		defer t.Stop()
 		lastOK := time.Now()
@@ -391,14 +395,20 @@ func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func()) {
 			}
 		}
 	}()
-	return kctx, func() { close(done); cancel(nil) }
+	// stop waits for the renewer to exit, so that no renewal (and no RUNNING
+	// mirror in the fast layer) lands after the terminal write that follows.
+	var once sync.Once
+	return kctx, func() { once.Do(func() { close(done); cancel(nil); <-exited }) }
 }
 
 // Attach returns a handle on a record that this caller finished earlier (or
 // that the same FC request, retried, finished): only [Lease.Step] is useful on
 // it, to run the steps that follow completion (publish, notify) once per key.
 // Step refuses with ErrLeaseLost if the record's fence moved on.
-func (e *Engine) Attach(rec Record, owner string) *Lease {
+// try is the caller's try (FC retry count, -1 unknown): step claims follow
+// the same-owner rule as any claim, so two copies of one try cannot both run
+// a step.
+func (e *Engine) Attach(rec Record, owner string, try int) *Lease {
 	return &Lease{e: e, Key: rec.Key, Fence: rec.Fence, Attempt: rec.Attempt, Owner: owner, lease: e.o.lease,
-		maxAttempts: e.o.maxAttempts, payloadHash: rec.PayloadHash, try: -1}
+		maxAttempts: e.o.maxAttempts, payloadHash: rec.PayloadHash, try: try}
 }

@@ -60,6 +60,14 @@ type Failure struct {
 	Message string
 }
 
+// StepAllowed reports whether a step may be claimed under a parent record
+// in this state by a lease carrying leaseFence: the fence must be current and
+// the parent RUNNING (its steps) or SUCCEEDED (publish, notify after it). A
+// reset or exhausted parent keeps its fence but admits no step.
+func StepAllowed(fence int64, status Status, leaseFence int64) bool {
+	return fence == leaseFence && (status == StatusRunning || status == StatusSucceeded)
+}
+
 // Action is what a store must do after [Decide].
 type Action int
 

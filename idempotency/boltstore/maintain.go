@@ -31,11 +31,18 @@ func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) 
 				return nil
 			}
 			switch {
-			case r.Status == idempotency.StatusRunning && !now.Before(r.LeaseUntil),
-				r.Status == idempotency.StatusFailedRetryable, r.Status == idempotency.StatusReceived:
+			case r.Status == idempotency.StatusRunning && !now.Before(r.LeaseUntil):
+				out = append(out, r)
+			case (r.Status == idempotency.StatusFailedRetryable || r.Status == idempotency.StatusReceived) &&
+				r.UpdatedAt.Before(now.Add(-grace)):
 				out = append(out, r)
 			case r.Status == idempotency.StatusSucceeded && r.UpdatedAt.Before(now.Add(-grace)) && r.UpdatedAt.After(now.Add(-24*time.Hour)):
-				if p, err := get(b, keys.OpKey(r.Key, "publish")); err != nil || p.Status != idempotency.StatusSucceeded {
+				p, perr := get(b, keys.OpKey(r.Key, "publish"))
+				n, nerr := get(b, keys.OpKey(r.Key, "notify"))
+				unfinished := func(s idempotency.Status) bool {
+					return s != idempotency.StatusSucceeded && s != idempotency.StatusFailedFinal
+				}
+				if perr != nil || unfinished(p.Status) || (nerr == nil && unfinished(n.Status)) {
 					done = append(done, r)
 				}
 			}
@@ -76,17 +83,27 @@ func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (i
 			if err := put(b, rec); err != nil {
 				return err
 			}
-			// Failed steps of this key start over too.
+		}
+		if reset || rec.Status == idempotency.StatusSucceeded {
+			// Failed steps of this key start over too (after a SUCCEEDED
+			// result: publish and notify).
+			// bbolt forbids writes during ForEach: collect, then write.
+			var failed []idempotency.Record
 			if err := b.ForEach(func(k, v []byte) error {
 				var st idempotency.Record
-				if json.Unmarshal(v, &st) != nil || st.ParentKey != key ||
-					(st.Status != idempotency.StatusFailedFinal && st.Status != idempotency.StatusFailedRetryable) {
-					return nil
+				if json.Unmarshal(v, &st) == nil && st.ParentKey == key &&
+					(st.Status == idempotency.StatusFailedFinal || st.Status == idempotency.StatusFailedRetryable) {
+					failed = append(failed, st)
 				}
-				st.Status, st.LeaseUntil, st.UpdatedAt = idempotency.StatusReceived, time.Time{}, now
-				return put(b, st)
+				return nil
 			}); err != nil {
 				return err
+			}
+			for _, st := range failed {
+				st.Status, st.LeaseUntil, st.UpdatedAt = idempotency.StatusReceived, time.Time{}, now
+				if err := put(b, st); err != nil {
+					return err
+				}
 			}
 		}
 		rp.Key, rp.PriorStatus, rp.CreatedAt = key, prior.Status, now

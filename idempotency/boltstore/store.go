@@ -119,7 +119,7 @@ func (s *Store) ClaimStep(ctx context.Context, parentFence int64, req idempotenc
 		if err != nil {
 			return fmt.Errorf("parent %s: %w", req.Meta.ParentKey, err)
 		}
-		if parent.Fence != parentFence {
+		if !idempotency.StepAllowed(parent.Fence, parent.Status, parentFence) {
 			return idempotency.ErrLeaseLost
 		}
 		res, err = claim(b, req, s.now())

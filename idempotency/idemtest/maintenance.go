@@ -118,6 +118,27 @@ func RunMaintenance(t *testing.T, s Maintainable) {
 			t.Fatalf("failed step after reset: %s", step.Status)
 		}
 	})
+	t.Run("ResetOfSucceededReopensFailedFinishSteps", func(t *testing.T) {
+		k := NewKey()
+		_, l := claim(t, e, req(k, "p"))
+		if err := l.Complete(ctx, "ref"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Step(ctx, "publish", func(context.Context) (string, error) {
+			return "", idempotency.Final("permission_denied", errors.New("403"))
+		}); err == nil {
+			t.Fatal("publish did not fail")
+		}
+		if _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "role fixed", Operator: "op"}); err != nil {
+			t.Fatal(err)
+		}
+		if get(t, e, k).Status != idempotency.StatusSucceeded {
+			t.Fatal("the result was reset")
+		}
+		if st := get(t, e, keys.OpKey(k, "publish")); st.Status != idempotency.StatusReceived {
+			t.Fatalf("failed publish after reset: %s", st.Status)
+		}
+	})
 	t.Run("Stats", func(t *testing.T) {
 		m := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
 		rows := []idempotency.StatRow{{Minute: m, Name: "first", Count: 2}, {Minute: m, Name: "fast_reject", Count: 1}}

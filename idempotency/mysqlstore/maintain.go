@@ -12,13 +12,17 @@ import (
 )
 
 // Candidates lists up to limit task records (not per-operation ones) that the
-// sweeper should re-drive: RUNNING with an expired lease, FAILED_RETRYABLE,
-// RECEIVED, and SUCCEEDED records of the last day older than grace whose
-// publish step has not succeeded (a crash fell between complete and publish).
+// sweeper should re-drive: RUNNING with an expired lease; FAILED_RETRYABLE and
+// RECEIVED untouched for grace (FC's own retry goes first); and SUCCEEDED
+// records of the last day, untouched for grace, whose publish step has not
+// succeeded or whose notify step was started and has not (a crash fell between
+// complete and those). Steps that failed FINAL need an operator's replay and
+// are not listed, so they cannot hold the head of the queue.
 func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) ([]idempotency.Record, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+columns+` FROM idempotency_record
- WHERE parent_key = '' AND ((status = 'RUNNING' AND lease_until < NOW(3)) OR status IN ('FAILED_RETRYABLE', 'RECEIVED'))
- ORDER BY updated_at LIMIT ?`, limit)
+ WHERE parent_key = '' AND ((status = 'RUNNING' AND lease_until < NOW(3))
+   OR (status IN ('FAILED_RETRYABLE', 'RECEIVED') AND updated_at < NOW(3) - INTERVAL ? MICROSECOND))
+ ORDER BY updated_at LIMIT ?`, grace.Microseconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("candidates: %w", mapErr(err))
 	}
@@ -29,8 +33,11 @@ func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) 
 	r := "r." + strings.ReplaceAll(strings.Join(strings.Fields(columns), " "), ", ", ", r.")
 	rows, err = s.db.QueryContext(ctx, `SELECT `+r+` FROM idempotency_record r
  LEFT JOIN idempotency_record p ON p.request_id = SHA2(CONCAT(r.request_id, ':publish'), 256)
+ LEFT JOIN idempotency_record n ON n.request_id = SHA2(CONCAT(r.request_id, ':notify'), 256)
  WHERE r.status = 'SUCCEEDED' AND r.parent_key = '' AND r.updated_at > NOW(3) - INTERVAL 1 DAY
-   AND r.updated_at < NOW(3) - INTERVAL ? MICROSECOND AND (p.status IS NULL OR p.status <> 'SUCCEEDED')
+   AND r.updated_at < NOW(3) - INTERVAL ? MICROSECOND
+   AND ((p.status IS NULL OR p.status NOT IN ('SUCCEEDED', 'FAILED_FINAL'))
+     OR (n.status IS NOT NULL AND n.status NOT IN ('SUCCEEDED', 'FAILED_FINAL')))
  ORDER BY r.updated_at LIMIT ?`, grace.Microseconds(), limit-len(out))
 	if err != nil {
 		return nil, fmt.Errorf("candidates: %w", mapErr(err))
@@ -72,6 +79,14 @@ func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (i
 		if err == nil {
 			if reset, err = idempotency.Resettable(rec, now); err != nil {
 				return idempotency.ClaimResult{}, err
+			}
+		}
+		if rec.Status == idempotency.StatusSucceeded {
+			// The result stands; steps that failed after it (publish, notify)
+			// may run again.
+			if _, err := tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', lease_until = NULL,
+ updated_at = NOW(3) WHERE parent_key = ? AND status IN ('FAILED_FINAL', 'FAILED_RETRYABLE')`, key); err != nil {
+				return idempotency.ClaimResult{}, mapErr(err)
 			}
 		}
 		if reset {

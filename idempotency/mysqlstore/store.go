@@ -167,13 +167,15 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 // moment ago claim a step the new owner then finds in progress.
 func (s *Store) ClaimStep(ctx context.Context, parentFence int64, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
 	var fence int64
-	err := s.db.QueryRowContext(ctx, `SELECT fence FROM idempotency_record WHERE request_id = ?`, req.Meta.ParentKey).Scan(&fence)
+	var status string
+	err := s.db.QueryRowContext(ctx, `SELECT fence, status FROM idempotency_record WHERE request_id = ?`,
+		req.Meta.ParentKey).Scan(&fence, &status)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return idempotency.ClaimResult{}, fmt.Errorf("parent %s: %w", req.Meta.ParentKey, idempotency.ErrNotFound)
 	case err != nil:
 		return idempotency.ClaimResult{}, mapErr(err)
-	case fence != parentFence:
+	case !idempotency.StepAllowed(fence, idempotency.Status(status), parentFence):
 		return idempotency.ClaimResult{}, idempotency.ErrLeaseLost
 	}
 	return s.Claim(ctx, req)

@@ -60,7 +60,8 @@ return {'STALE'}
 `)
 
 // publishScript mirrors a committed record. It refuses to go back: an entry
-// with a higher fence, or a terminal entry at the same fence, stays.
+// with a higher fence, a terminal entry at the same fence, or a failed entry
+// against a RUNNING of the same fence, stays.
 var publishScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -70,6 +71,9 @@ if h[1] then
   local cur = tonumber(h[2] or '0')
   if cur > fence then return 'KEPT' end
   if cur == fence and (h[1] == 'SUCCEEDED' or h[1] == 'FAILED_FINAL') and ARGV[1] ~= h[1] then return 'KEPT' end
+  -- A renewal that arrives after the same fence's failure is stale: only a
+  -- takeover (a higher fence) makes a key RUNNING again.
+  if cur == fence and h[1] ~= 'RUNNING' and ARGV[1] == 'RUNNING' then return 'KEPT' end
 end
 redis.call('HSET', KEYS[1], 'st', ARGV[1], 'fe', ARGV[2], 'at', ARGV[3], 'ow', ARGV[4], 'tr', ARGV[11],
   'lu', now + tonumber(ARGV[6]), 'rr', ARGV[7], 'ec', ARGV[8], 'em', ARGV[9])

@@ -104,6 +104,12 @@ func TestClaimVerdicts(t *testing.T) {
 				LeaseOwner: "old", PayloadHash: "ph"}, time.Minute), "published"},
 			{"still final", claim("b", "ph", time.Minute), idempotency.FastFailedFinal},
 		}},
+		{"a late renewal does not hide a retryable failure", []step{
+			{"failed at 2", publish(idempotency.Record{Status: idempotency.StatusFailedRetryable, Fence: 2, PayloadHash: "ph"}, 0), "published"},
+			{"renewal at 2 arrives late", publish(idempotency.Record{Status: idempotency.StatusRunning, Fence: 2,
+				LeaseOwner: "x", PayloadHash: "ph"}, time.Minute), "published"},
+			{"the next claimant may go to the store", claim("b", "ph", time.Minute), idempotency.FastStale},
+		}},
 		{"terminal at the same fence is not regressed", []step{
 			{"succeeded at 3", publish(idempotency.Record{Status: idempotency.StatusSucceeded, Fence: 3, PayloadHash: "ph"}, 0), "published"},
 			{"renewal at 3 arrives late", publish(idempotency.Record{Status: idempotency.StatusRunning, Fence: 3,

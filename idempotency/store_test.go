@@ -1,0 +1,85 @@
+package idempotency
+
+import (
+	"testing"
+	"time"
+)
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	live, expired := now.Add(time.Minute), now.Add(-time.Second)
+	req := ClaimRequest{Key: "k", PayloadHash: "ph", Owner: "r1", Try: 1, MaxAttempts: 3}
+	cases := []struct {
+		name string
+		rec  Record
+		req  func(ClaimRequest) ClaimRequest
+		d    Decision
+		act  Action
+	}{
+		{"other payload", Record{PayloadHash: "x", Status: StatusSucceeded}, nil, DecisionPayloadMismatch, ActNone},
+		{"succeeded", Record{PayloadHash: "ph", Status: StatusSucceeded}, nil, DecisionRepeatDone, ActNone},
+		{"final", Record{PayloadHash: "ph", Status: StatusFailedFinal}, nil, DecisionRepeatDone, ActNone},
+		{"live lease of another owner", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r0", LeaseUntil: live, Attempt: 1},
+			nil, DecisionRepeatOther, ActNone},
+		{"expired lease", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r0", LeaseUntil: expired, Attempt: 1},
+			nil, DecisionTakeover, ActTakeover},
+		{"same owner, later try", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 0, LeaseUntil: live, Attempt: 1},
+			nil, DecisionRepeatSame, ActTakeover},
+		{"same owner, same try (a concurrent copy)", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 1,
+			LeaseUntil: live, Attempt: 1}, nil, DecisionRepeatOther, ActNone},
+		{"same owner, unknown try", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 1, LeaseUntil: live, Attempt: 1},
+			func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatSame, ActTakeover},
+		{"retryable with attempts left", Record{PayloadHash: "ph", Status: StatusFailedRetryable, Attempt: 2}, nil, DecisionTakeover, ActTakeover},
+		{"retryable, budget spent", Record{PayloadHash: "ph", Status: StatusFailedRetryable, Attempt: 3}, nil, DecisionRepeatDone, ActExhaust},
+		{"expired, budget spent", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r0", LeaseUntil: expired, Attempt: 3},
+			nil, DecisionRepeatDone, ActExhaust},
+		{"received ignores the budget", Record{PayloadHash: "ph", Status: StatusReceived, Attempt: 3}, nil, DecisionTakeover, ActTakeover},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := req
+			if c.req != nil {
+				r = c.req(r)
+			}
+			d, act := Decide(c.rec, r, now)
+			if d != c.d || act != c.act {
+				t.Fatalf("got %s/%d, want %s/%d", d, act, c.d, c.act)
+			}
+			rec := c.rec
+			Apply(&rec, act, r, now)
+			switch act {
+			case ActTakeover:
+				if rec.Status != StatusRunning || rec.Fence != c.rec.Fence+1 || rec.Attempt != c.rec.Attempt+1 ||
+					rec.LeaseOwner != r.Owner || rec.LeaseTry != r.Try {
+					t.Fatalf("after takeover %+v", rec)
+				}
+			case ActExhaust:
+				if rec.Status != StatusFailedFinal || rec.LastErrorCode != ExhaustedCode || rec.Fence != c.rec.Fence {
+					t.Fatalf("after exhaust %+v", rec)
+				}
+			}
+		})
+	}
+}
+
+func TestStepAllowed(t *testing.T) {
+	cases := []struct {
+		name   string
+		fence  int64
+		status Status
+		want   bool
+	}{
+		{"running, current fence", 2, StatusRunning, true},
+		{"succeeded (publish, notify)", 2, StatusSucceeded, true},
+		{"stale fence", 3, StatusRunning, false},
+		{"reset by a replay", 2, StatusReceived, false},
+		{"failed", 2, StatusFailedFinal, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := StepAllowed(c.fence, c.status, 2); got != c.want {
+				t.Fatalf("got %v", got)
+			}
+		})
+	}
+}
