@@ -66,7 +66,7 @@ func event(taskType string, input map[string]any) []byte {
 	in, _ := json.Marshal(input)
 	b, _ := json.Marshal(map[string]any{"id": "ev-1", "source": "test", "specversion": "1.0", "type": "idemgate:Task:Submitted",
 		"datacontenttype": "application/json",
-		"data": map[string]any{"tenant_id": "t1", "task_type": taskType, "operation": taskType, "input": json.RawMessage(in)}})
+		"data":            map[string]any{"tenant_id": "t1", "task_type": taskType, "operation": taskType, "input": json.RawMessage(in)}})
 	return b
 }
 
