@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"database/sql"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
@@ -93,14 +94,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	db := r.store.DB()
 	raw := func(int) {
 		k := newKey()
-		if _, err := db.ExecContext(ctx, `INSERT INTO idempotency_record (request_id, status, attempt, fence,
- lease_owner, lease_until, payload_hash) VALUES (?, 'RUNNING', 1, 1, 'raw', NOW(3) + INTERVAL 60 SECOND, 'ph')`, k); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, `UPDATE idempotency_record SET status = 'SUCCEEDED', result_ref = 'ref',
- lease_until = NULL, updated_at = NOW(3) WHERE request_id = ? AND fence = 1 AND status = 'RUNNING'`, k); err != nil {
-			b.Fatal(err)
-		}
+		rawInsertUpdate(b, db, k)
 	}
 	eng := func(int) {
 		_, l, err := r.eng.Claim(ctx, idempotency.ClaimRequest{Key: newKey(), Owner: "bench", PayloadHash: "ph"})
@@ -112,6 +106,20 @@ func BenchmarkClaimComplete(b *testing.B) {
 		}
 	}
 	interleave(b, raw, eng)
+}
+
+// rawInsertUpdate is the raw MySQL floor of a claim+complete: one INSERT into
+// the unique key, one UPDATE.
+func rawInsertUpdate(b *testing.B, db *sql.DB, k string) {
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, `INSERT INTO idempotency_record (request_id, status, attempt, fence,
+ lease_owner, lease_until, payload_hash) VALUES (?, 'RUNNING', 1, 1, 'raw', NOW(3) + INTERVAL 60 SECOND, 'ph')`, k); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE idempotency_record SET status = 'SUCCEEDED', result_ref = 'ref',
+ lease_until = NULL, updated_at = NOW(3) WHERE request_id = ? AND fence = 1 AND status = 'RUNNING'`, k); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // setIfAbsent is the raw fast-path floor: one EVALSHA of the smallest claim.
@@ -154,14 +162,7 @@ func BenchmarkClaimCompleteAllOps(b *testing.B) {
 		if err := setIfAbsent.Run(ctx, r.rdb, []string{"bench:raw:" + k}, "x", 300000).Err(); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := db.ExecContext(ctx, `INSERT INTO idempotency_record (request_id, status, attempt, fence,
- lease_owner, lease_until, payload_hash) VALUES (?, 'RUNNING', 1, 1, 'raw', NOW(3) + INTERVAL 60 SECOND, 'ph')`, k); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, `UPDATE idempotency_record SET status = 'SUCCEEDED', result_ref = 'ref',
- lease_until = NULL, updated_at = NOW(3) WHERE request_id = ? AND fence = 1 AND status = 'RUNNING'`, k); err != nil {
-			b.Fatal(err)
-		}
+		rawInsertUpdate(b, db, k)
 		if err := setIfAbsent.Run(ctx, r.rdb, []string{"bench:raw:" + k}, "y", 300000).Err(); err != nil {
 			b.Fatal(err)
 		}
