@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -87,10 +86,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 				return
 			}
 		}
-		if err != nil {
-			if err != io.EOF {
-				return
-			}
+		if err != nil { // EOF or a cut: either way the relay ends
 			return
 		}
 	}
