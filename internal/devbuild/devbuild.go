@@ -1,8 +1,10 @@
-// Package devbuild finds the repository and builds the function binary for
-// the tools that run it (scripts/chaos, scripts/loadtest, scripts/coldstart).
+// Package devbuild serves the tools that build and run the function binary
+// (scripts/chaos, scripts/loadtest, scripts/coldstart): finding the
+// repository, building it, and reading a process's memory.
 package devbuild
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // RepoRoot walks up from the working directory to the module's go.mod.
@@ -55,4 +59,23 @@ func Build(ctx context.Context, dir string, deploy bool) (string, error) {
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// RSS is the resident set size of pid in bytes (VmRSS of /proc/<pid>/status).
+func RSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			if f := strings.Fields(v); len(f) == 2 && f[1] == "kB" { // "12345 kB"
+				n, err := strconv.ParseInt(f[0], 10, 64)
+				return n * 1024, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }

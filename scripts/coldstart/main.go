@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -30,7 +29,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -241,35 +239,17 @@ func start(ctx context.Context, bin string, env []string, timeout, idle time.Dur
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
-	if r.rssInit, err = rss(cmd.Process.Pid); err != nil {
+	if r.rssInit, err = devbuild.RSS(cmd.Process.Pid); err != nil {
 		return r, err
 	}
 	time.Sleep(idle)
-	if r.rssIdle, err = rss(cmd.Process.Pid); err != nil {
+	if r.rssIdle, err = devbuild.RSS(cmd.Process.Pid); err != nil {
 		return r, err
 	}
 	return r, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func rss(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			if f := strings.Fields(v); len(f) == 2 && f[1] == "kB" {
-				n, err := strconv.ParseInt(f[0], 10, 64)
-				return n * 1024, err
-			}
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc/<pid>/status")
-}
 
 func lastLines(s string) string {
 	if len(s) > 1500 {

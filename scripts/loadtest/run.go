@@ -203,7 +203,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 		}
 		sum.IdleRSS = map[string]int64{}
 		for _, in := range insts {
-			if n, err := RSS(in.Cmd.Process.Pid); err == nil {
+			if n, err := devbuild.RSS(in.Cmd.Process.Pid); err == nil {
 				sum.IdleRSS[pidOf[in.Cmd.Process.Pid]] = n
 			}
 		}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/devbuild"
 )
 
 // Instance is a spawned function process.
@@ -111,26 +111,6 @@ func (i *Instance) Stop() {
 	}
 }
 
-// RSS is the resident set size of pid in bytes (VmRSS of /proc/<pid>/status).
-func RSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			f := strings.Fields(v) // "12345 kB"
-			if len(f) == 2 && f[1] == "kB" {
-				n, err := strconv.ParseInt(f[0], 10, 64)
-				return n * 1024, err
-			}
-		}
-	}
-	return 0, errors.New("no VmRSS line")
-}
-
 // RSSSampler records the largest RSS of a set of processes every 50 ms
 // between Start and Stop.
 type RSSSampler struct {
@@ -150,7 +130,7 @@ func (s *RSSSampler) Start(pids []int) {
 		defer t.Stop()
 		for {
 			for _, p := range pids {
-				if n, err := RSS(p); err == nil {
+				if n, err := devbuild.RSS(p); err == nil {
 					s.mu.Lock()
 					s.max[p] = max(s.max[p], n)
 					s.mu.Unlock()
