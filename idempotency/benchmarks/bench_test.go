@@ -2,8 +2,8 @@ package benchmarks
 
 import (
 	"context"
-	"database/sql"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"io"
 	"log/slog"
