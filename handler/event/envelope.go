@@ -41,14 +41,15 @@ var specAttrs = map[string]bool{
 // (Parse has, for a single event); nil makes parseEnvelope decode it.
 func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, *Error) {
 	if attrs == nil {
-		if err := json.Unmarshal(raw, &attrs); err != nil || attrs == nil {
+		var ok bool
+		if attrs, ok = members(raw); !ok {
 			return nil, newError(TypeInvalidEnvelope, "", "a CloudEvent must be a JSON object")
 		}
 	}
 	env := &envelope{attrs: attrs}
 	// Best effort, so that even a rejected event can be named in the outcome.
-	_ = json.Unmarshal(attrs["id"], &env.ID)
-	_ = json.Unmarshal(attrs["source"], &env.Source)
+	env.ID, _ = stringValue(attrs["id"])
+	env.Source, _ = stringValue(attrs["source"])
 
 	// Required attributes, in the order the spec lists them.
 	specversion, err := requiredString(attrs, "specversion")
@@ -106,8 +107,8 @@ func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, *Er
 		return env, newError(TypeInvalidEnvelope, "data_base64", "an event must not carry both data and data_base64")
 	}
 	if present(attrs, "data_base64") {
-		var s string
-		if json.Unmarshal(attrs["data_base64"], &s) != nil {
+		s, ok := stringValue(attrs["data_base64"])
+		if !ok {
 			return env, newError(TypeInvalidEnvelope, "data_base64", "must be a JSON string")
 		}
 		if _, derr := base64.StdEncoding.DecodeString(s); derr != nil {
@@ -178,8 +179,8 @@ func requiredString(attrs map[string]json.RawMessage, name string) (string, *Err
 	if !ok || isNull(raw) {
 		return "", newError(TypeInvalidEnvelope, name, "required attribute is missing")
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	s, ok := stringValue(raw)
+	if !ok {
 		return "", newError(TypeInvalidEnvelope, name, "must be a JSON string")
 	}
 	if s == "" {
@@ -194,8 +195,8 @@ func optionalString(attrs map[string]json.RawMessage, name string) (string, *Err
 	if !present(attrs, name) {
 		return "", nil
 	}
-	var s string
-	if json.Unmarshal(attrs[name], &s) != nil {
+	s, ok := stringValue(attrs[name])
+	if !ok {
 		return "", newError(TypeInvalidEnvelope, name, "must be a JSON string or null")
 	}
 	if s == "" {
@@ -247,8 +248,8 @@ func extensionValue(raw json.RawMessage) (string, string) {
 		}
 		return strconv.FormatBool(b), ""
 	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		s, ok := stringValue(raw)
+		if !ok {
 			return "", "not a valid string"
 		}
 		return s, ""
@@ -276,6 +277,15 @@ func isJSONMediaType(dct string) bool {
 }
 
 func withoutNulls(attrs map[string]json.RawMessage) ([]byte, bool) {
+	nulls := 0
+	for _, v := range attrs {
+		if isNull(v) {
+			nulls++
+		}
+	}
+	if nulls == 0 {
+		return nil, false
+	}
 	kept := make(map[string]json.RawMessage, len(attrs))
 	for k, v := range attrs {
 		if !isNull(v) {

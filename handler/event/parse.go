@@ -91,9 +91,9 @@ func Parse(body []byte) (*Invocation, error) {
 		return nil, newError(TypeMalformedEvent, "", "the body must be a JSON object or array")
 	}
 
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, newError(TypeMalformedEvent, "", "not a JSON object: %v", err)
+	obj, ok := members(body)
+	if !ok {
+		return nil, newError(TypeMalformedEvent, "", "not a JSON object")
 	}
 	_, isCE := obj["specversion"]
 	_, isDest := obj["requestContext"]
@@ -147,12 +147,12 @@ func parseSingle(body []byte, attrs map[string]json.RawMessage) (*Invocation, er
 }
 
 func parseBatch(body []byte) (*Invocation, error) {
-	var members []json.RawMessage
-	if err := json.Unmarshal(body, &members); err != nil {
-		return nil, newError(TypeMalformedEvent, "", "not a JSON array: %v", err)
+	els, ok := elements(body)
+	if !ok {
+		return nil, newError(TypeMalformedEvent, "", "not a JSON array")
 	}
-	inv := &Invocation{Kind: KindBatch, Size: len(members)}
-	for i, m := range members {
+	inv := &Invocation{Kind: KindBatch, Size: len(els)}
+	for i, m := range els {
 		t, err := parseMember(m, i, nil)
 		if err != nil {
 			inv.Rejected = append(inv.Rejected, err)

@@ -66,8 +66,8 @@ func taskFromEnvelope(env *envelope) (*Task, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(data, &fields) != nil {
+	fields, ok := members(data)
+	if !ok {
 		return nil, newError(TypeInvalidRequest, "data", "must be a JSON object")
 	}
 	t := &Task{
@@ -130,8 +130,7 @@ func dataObject(env *envelope) (json.RawMessage, *Error) {
 		if !jsonCT {
 			return nil, newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
 		}
-		var s string
-		_ = json.Unmarshal(env.attrs["data_base64"], &s) // checked by parseEnvelope
+		s, _ := stringValue(env.attrs["data_base64"]) // checked by parseEnvelope
 		b, derr := base64.StdEncoding.DecodeString(s)
 		if derr != nil {
 			return nil, newError(TypeInvalidEnvelope, "data_base64", "not valid base64: %v", derr)
@@ -149,8 +148,8 @@ func dataObject(env *envelope) (json.RawMessage, *Error) {
 			if !jsonCT {
 				return nil, newError(TypeInvalidRequest, "data", "task data must be a JSON object, but datacontenttype is %q", env.DataContentType)
 			}
-			var s string
-			if json.Unmarshal(raw, &s) != nil {
+			s, ok := stringValue(raw)
+			if !ok {
 				return nil, newError(TypeInvalidRequest, "data", "not a valid JSON string")
 			}
 			return embeddedObject([]byte(s), "data")
@@ -185,8 +184,8 @@ func identifier(fields map[string]json.RawMessage, name string, required bool) (
 		}
 		return "", nil
 	}
-	var s string
-	if json.Unmarshal(fields[name], &s) != nil {
+	s, ok := stringValue(fields[name])
+	if !ok {
 		return "", newError(TypeInvalidRequest, name, "must be a string")
 	}
 	if s == "" {

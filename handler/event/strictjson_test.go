@@ -1,0 +1,200 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestCheckStrictJSON(t *testing.T) {
+	many := func(n int, dupAt int) string {
+		var b strings.Builder
+		b.WriteByte('{')
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			k := i
+			if i == dupAt {
+				k = 0
+			}
+			b.WriteString(`"k` + strings.Repeat("x", k) + `":1`)
+		}
+		b.WriteByte('}')
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name    string
+		body    string
+		ok      bool
+		dupName string
+	}{
+		{"object", `{"a":1,"b":[true,false,null],"c":{"d":"e"}}`, true, ""},
+		{"surrounding white space", " \t\r\n{}\n", true, ""},
+		{"numbers", `[0,-0,1.5,-2e10,3E+2,4e-3,123456789012345678901234567890]`, true, ""},
+		{"escapes", `["\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00"]`, true, ""},
+		{"lone surrogate escape (as encoding/json)", `["\ud800"]`, true, ""},
+		{"same name in sibling objects", `[{"a":1},{"a":2}]`, true, ""},
+		{"same name at two depths", `{"a":{"a":1}}`, true, ""},
+		{"sixteen keys", many(16, -1), true, ""},
+		{"forty keys", many(40, -1), true, ""},
+		{"deepest allowed", strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth), true, ""},
+
+		{"empty", ``, false, ""},
+		{"white space only", " \n", false, ""},
+		{"duplicate key", `{"a":1,"a":2}`, false, "a"},
+		{"duplicate key spelled with an escape", `{"a":1,"\u0061":2}`, false, "a"},
+		{"duplicate after sixteen keys", many(20, 18), false, "k"},
+		{"duplicate within sixteen keys", many(10, 9), false, "k"},
+		{"too deep", strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1), false, ""},
+		{"two values", `{} {}`, false, ""},
+		{"trailing garbage", `{}x`, false, ""},
+		{"trailing comma in object", `{"a":1,}`, false, ""},
+		{"trailing comma in array", `[1,]`, false, ""},
+		{"leading zero", `[01]`, false, ""},
+		{"bare minus", `[-]`, false, ""},
+		{"dot without digits", `[1.]`, false, ""},
+		{"exponent without digits", `[1e+]`, false, ""},
+		{"plus sign", `[+1]`, false, ""},
+		{"bad escape", `["\x"]`, false, ""},
+		{"short unicode escape", `["\u12"]`, false, ""},
+		{"raw control character", "[\"a\tb\"]", false, ""},
+		{"unterminated string", `["abc`, false, ""},
+		{"single quotes", `{'a':1}`, false, ""},
+		{"bad literal", `[nul]`, false, ""},
+		{"key not a string", `{1:2}`, false, ""},
+		{"missing colon", `{"a" 1}`, false, ""},
+		{"invalid utf-8", "[\"\xff\"]", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkStrictJSON([]byte(tc.body))
+			if (err == nil) != tc.ok {
+				t.Fatalf("checkStrictJSON: %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && (err.Type != TypeMalformedEvent || err.Msg == "") {
+				t.Fatalf("error %#v", err)
+			}
+			if tc.dupName != "" && (err == nil || !strings.HasPrefix(err.Field, tc.dupName) || !strings.Contains(err.Msg, "repeats")) {
+				t.Fatalf("want a repeated-key error naming %q, got %#v", tc.dupName, err)
+			}
+		})
+	}
+}
+
+// referenceStrict is the definition checkStrictJSON implements, written with
+// encoding/json's token decoder (the package's earlier implementation).
+func referenceStrict(b []byte) bool {
+	if len(bytes.TrimSpace(b)) == 0 || !utf8.Valid(b) || !json.Valid(b) {
+		return false
+	}
+	type frame struct {
+		object, wantKey bool
+		keys            map[string]bool
+	}
+	var stack []*frame
+	done := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // numbers beyond float64 are valid JSON
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:n-1]
+				done()
+				continue
+			}
+			k := tok.(string)
+			if stack[n-1].keys[k] {
+				return false
+			}
+			stack[n-1].keys[k], stack[n-1].wantKey = true, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) >= maxDepth {
+				return false
+			}
+			stack = append(stack, &frame{object: tok == json.Delim('{'), wantKey: true, keys: map[string]bool{}})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			done()
+		default:
+			done()
+		}
+	}
+}
+
+// FuzzStrictJSON: checkStrictJSON accepts exactly what the reference
+// accepts, and members/elements split accepted text as json.Unmarshal does.
+func FuzzStrictJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1,"\u0061":2}`, `[{"a":[1,{"b":null}]},"x",-0.5e3]`, `{"k":"\ud800","\ufffd":1}`,
+		string(mkEvent(goodData, `"aliyunretry":3`)), `{} {}`, `{"a":{"a":{"a":1,"a":2}}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, want := checkStrictJSON(b) == nil, referenceStrict(b)
+		if got != want {
+			t.Fatalf("checkStrictJSON accepts=%v, reference=%v for %q", got, want, b)
+		}
+		if !got {
+			return
+		}
+		if m, ok := members(b); ok {
+			var ref map[string]json.RawMessage
+			if err := json.Unmarshal(b, &ref); err != nil || !reflect.DeepEqual(m, ref) {
+				t.Fatalf("members %q\nunmarshal %q (%v)", m, ref, err)
+			}
+		}
+		if els, ok := elements(b); ok {
+			var ref []json.RawMessage
+			if err := json.Unmarshal(b, &ref); err != nil || len(els) != len(ref) {
+				t.Fatalf("elements %q\nunmarshal %q (%v)", els, ref, err)
+			}
+			for i := range els {
+				if !bytes.Equal(els[i], ref[i]) {
+					t.Fatalf("element %d: %q vs %q", i, els[i], ref[i])
+				}
+			}
+		}
+	})
+}
+
+func TestStringValue(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw, want string
+		ok              bool
+	}{
+		{"plain", `"acme"`, "acme", true},
+		{"escaped", `"a\"b\u00e9"`, "a\"bé", true},
+		{"null", `null`, "", true},
+		{"padded", ` "x" `, "x", true},
+		{"number", `12`, "", false},
+		{"object", `{"a":1}`, "", false},
+		{"empty raw", ``, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := stringValue(json.RawMessage(tc.raw))
+			var ref string
+			refOK := json.Unmarshal([]byte(tc.raw), &ref) == nil
+			if got != tc.want || ok != tc.ok || ok != refOK || got != ref {
+				t.Fatalf("stringValue(%s) = %q, %v; want %q, %v (json.Unmarshal: %q, %v)", tc.raw, got, ok, tc.want, tc.ok, ref, refOK)
+			}
+		})
+	}
+}
