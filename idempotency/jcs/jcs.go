@@ -74,6 +74,35 @@ func Marshal(v any) ([]byte, error) {
 	return Canonicalize(buf.Bytes())
 }
 
+// AppendStringObject appends the canonical form of a flat object whose
+// members are all strings, given as name, value pairs: the bytes Marshal
+// would produce for the same map[string]string, without its encoding/json
+// round trip (keys derive three such documents for every delivery). Names
+// and values must be valid UTF-8, and names distinct; an odd trailing name
+// is ignored.
+func AppendStringObject(out []byte, kv ...string) []byte {
+	n := len(kv) / 2
+	var small [8]int
+	order := small[:0]
+	if n > len(small) {
+		order = make([]int, 0, n)
+	}
+	for i := 0; i < n; i++ {
+		order = append(order, 2*i)
+	}
+	slices.SortFunc(order, func(a, b int) int { return compareUTF16(kv[a], kv[b]) })
+	out = append(out, '{')
+	for i, at := range order {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendString(out, kv[at])
+		out = append(out, ':')
+		out = appendString(out, kv[at+1])
+	}
+	return append(out, '}')
+}
+
 type parser struct {
 	data []byte
 	pos  int

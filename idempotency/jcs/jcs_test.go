@@ -372,3 +372,55 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 	})
 }
+
+// AppendStringObject must produce exactly what Marshal produces for the same
+// map: the keys package hashes its output, so any difference would move
+// every business key.
+func TestAppendStringObjectMatchesMarshal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kv   []string
+	}{
+		{"empty", nil},
+		{"key document", []string{"tenant_id", "acme", "task_type", "summarize", "input_version", "sha256:ab", "operation", "summarize"}},
+		{"escapes", []string{"q\"uote", "back\\slash", "ctl", "\x00\x1f\n\t\b\f\r", "html", "<&>\u2028"}},
+		{"utf16 order", []string{"\ue000", "private use", "\U0001F600", "astral", "a", "ascii", "é", "latin"}},
+		{"more than eight", []string{"j", "1", "i", "2", "h", "3", "g", "4", "f", "5", "e", "6", "d", "7", "c", "8", "b", "9", "a", "10"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := map[string]string{}
+			for i := 0; i+1 < len(tc.kv); i += 2 {
+				m[tc.kv[i]] = tc.kv[i+1]
+			}
+			want, err := Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := AppendStringObject(nil, tc.kv...); string(got) != string(want) {
+				t.Fatalf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+func FuzzAppendStringObject(f *testing.F) {
+	f.Add("tenant_id", "acme", "idempotency_key", "order-1", "x", "\u2028")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3, v3 string) {
+		kv := []string{k1, v1, k2, v2, k3, v3}
+		for _, s := range kv {
+			if !utf8.ValidString(s) {
+				return
+			}
+		}
+		if k1 == k2 || k1 == k3 || k2 == k3 {
+			return
+		}
+		want, err := Marshal(map[string]string{k1: v1, k2: v2, k3: v3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendStringObject(nil, kv...); string(got) != string(want) {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	})
+}

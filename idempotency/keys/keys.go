@@ -97,29 +97,12 @@ func Derive(f Fields) (Derived, error) {
 		d.InputVersion = "sha256:" + sum(canon)
 	}
 	if f.IdempotencyKey != "" {
-		d.Key, err = hashJSON(map[string]string{
-			"tenant_id":       f.TenantID,
-			"idempotency_key": f.IdempotencyKey,
-		})
+		d.Key = hashStrings("tenant_id", f.TenantID, "idempotency_key", f.IdempotencyKey)
 	} else {
-		d.Key, err = hashJSON(map[string]string{
-			"tenant_id":     f.TenantID,
-			"task_type":     f.TaskType,
-			"input_version": d.InputVersion,
-			"operation":     f.Operation,
-		})
+		d.Key = hashStrings("tenant_id", f.TenantID, "task_type", f.TaskType,
+			"input_version", d.InputVersion, "operation", f.Operation)
 	}
-	if err != nil {
-		return Derived{}, err
-	}
-	d.PayloadHash, err = hashJSON(map[string]string{
-		"task_type":     f.TaskType,
-		"operation":     f.Operation,
-		"input_version": d.InputVersion,
-	})
-	if err != nil {
-		return Derived{}, err
-	}
+	d.PayloadHash = hashStrings("task_type", f.TaskType, "operation", f.Operation, "input_version", d.InputVersion)
 	return d, nil
 }
 
@@ -139,13 +122,11 @@ func OpKey(k, op string) string {
 	return sum([]byte(k + ":" + op))
 }
 
-func hashJSON(v map[string]string) (string, error) {
-	canon, err := jcs.Marshal(v)
-	if err != nil {
-		// Unreachable for valid UTF-8 strings, which Derive has checked.
-		return "", fmt.Errorf("keys: canonicalize key document: %w", err)
-	}
-	return sum(canon), nil
+// hashStrings hashes the canonical object of name, value pairs; Derive has
+// checked that every value is valid UTF-8.
+func hashStrings(kv ...string) string {
+	var buf [512]byte
+	return sum(jcs.AppendStringObject(buf[:0], kv...))
 }
 
 func sum(b []byte) string {
