@@ -40,14 +40,19 @@ func RepoRoot() (string, error) {
 // builds as scripts/build.sh does (CGO off, -trimpath, stripped), so that
 // measurements see the deploy artefact.
 func Build(ctx context.Context, dir string, deploy bool) (string, error) {
+	return BuildPackage(ctx, ".", filepath.Join(dir, "main"), deploy)
+}
+
+// BuildPackage builds the package pkg (relative to the repository root) into
+// bin, with the deploy flags when deploy is set.
+func BuildPackage(ctx context.Context, pkg, bin string, deploy bool) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "main")
-	args := []string{"build", "-o", bin, "."}
+	args := []string{"build", "-o", bin, pkg}
 	if deploy {
-		args = []string{"build", "-trimpath", "-ldflags=-s -w", "-o", bin, "."}
+		args = []string{"build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg}
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
@@ -56,7 +61,7 @@ func Build(ctx context.Context, dir string, deploy bool) (string, error) {
 		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %w\n%s", err, out)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }

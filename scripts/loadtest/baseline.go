@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -21,11 +20,11 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/scripts/loadtest/internal/bare"
 )
 
-// setIfAbsent is the raw fast-path floor, the same script as the library
-// benchmark's: one EVALSHA of the smallest claim.
-var setIfAbsent = redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 'FIRST' or 'REPEAT'`)
+// setIfAbsent is the raw fast-path floor: one EVALSHA of the smallest claim.
+var setIfAbsent = bare.SetIfAbsent
 
 // Baselines holds the clients of the in-process comparisons. The clients are
 // built like the function's (mysqlstore.Open, redisfast.Dial), so pool sizes
@@ -35,7 +34,7 @@ type Baselines struct {
 	rdb   redis.UniversalClient
 	eng   *idempotency.Engine
 	bare  *http.Server
-	Bare  string // base URL of the bare handler
+	Bare  string // base URL of the in-process bare handler
 	ln    net.Listener
 }
 
@@ -67,7 +66,7 @@ func EnsureDatabase(ctx context.Context, dsn string) error {
 }
 
 // OpenBaselines connects, migrates (idempotent), creates the scratch table
-// and starts the bare handler on loopback. Without redisURL only the MySQL
+// and starts the in-process bare handler on loopback. Without redisURL only the MySQL
 // pool is opened (for the verification).
 func OpenBaselines(ctx context.Context, dsn, redisURL string) (*Baselines, error) {
 	s, err := mysqlstore.Open(dsn, mysqlstore.Options{})
@@ -106,7 +105,7 @@ func OpenBaselines(ctx context.Context, dsn, redisURL string) (*Baselines, error
 		return nil, err
 	}
 	b.Bare = "http://" + b.ln.Addr().String()
-	b.bare = &http.Server{Handler: http.HandlerFunc(b.bareHandler), ReadHeaderTimeout: 5 * time.Second}
+	b.bare = &http.Server{Handler: bare.Handler(b.rdb), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = b.bare.Serve(b.ln) }()
 	return b, nil
 }
@@ -124,27 +123,6 @@ func (b *Baselines) Close() {
 	if b.store != nil {
 		b.store.Close()
 	}
-}
-
-// bareHandler is the floor of an HTTP duplicate answer: read the body, one
-// EVALSHA, a small JSON answer shaped like the outcome.
-func (b *Baselines) bareHandler(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 6<<20))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	h := fnv.New64a()
-	h.Write(body)
-	key := "loadtest:bare:" + strconv.FormatUint(h.Sum64(), 16)
-	v, err := setIfAbsent.Run(r.Context(), b.rdb, []string{key}, "x", 300000).Text()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"idempotency_key":%q,"status":"SUCCEEDED","duplicate":%t,"decision":"%s","attempt":1,"result_ref":"","request_id":%q}`,
-		key, v == "REPEAT", v, r.Header.Get("x-fc-request-id"))
 }
 
 func randKey() string {

@@ -76,14 +76,18 @@ func TestLoadAgainstSpawnedInstances(t *testing.T) {
 			// lose a few operations on a loaded machine.
 			t.Logf("%s: %d errors (baseline)", ph.Name, ph.Classes["error"].N)
 		}
-		want := map[string]int{PhaseMain: 200, PhaseDupRedis: 60, PhaseDupMySQL: 60, PhaseBare: 60,
+		want := map[string]int{PhaseMain: 200, PhaseDupRedis: 60, PhaseDupMySQL: 60, PhaseBare: 60, PhaseBareInProc: 60,
 			PhaseRawEvalsha: 60, PhaseLibDup: 60, PhaseRawInsert: 60, PhaseRawAllOps: 60, PhaseLibClaim: 60}[ph.Name]
 		if ph.N != want {
 			t.Errorf("%s: %d requests, want %d", ph.Name, ph.N, want)
 		}
 	}
-	if len(r.Phases) != 9 {
-		t.Errorf("phases: %d, want 9", len(r.Phases))
+	if len(r.Phases) != 10 {
+		t.Errorf("phases: %d, want 10", len(r.Phases))
+	}
+	// The bare handler ran in processes of its own, measured like the function's.
+	if r.CPU[PhaseBare] <= 0 || r.CPU[PhaseDupRedis] <= 0 {
+		t.Errorf("CPU per request: %v", r.CPU)
 	}
 	// The function's own counters agree with the answers.
 	sc := sum.Stats
@@ -106,8 +110,8 @@ func TestLoadAgainstSpawnedInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Count(string(csv), "\n"); lines != 1+200+8*60 {
-		t.Errorf("csv: %d lines, want %d", lines, 1+200+8*60)
+	if lines := strings.Count(string(csv), "\n"); lines != 1+200+9*60 {
+		t.Errorf("csv: %d lines, want %d", lines, 1+200+9*60)
 	}
 	f, err := os.Open(o.PNG)
 	if err != nil {

@@ -30,6 +30,7 @@ const (
 	PhaseDupRedis   = "dup-redis"
 	PhaseDupMySQL   = "dup-mysql"
 	PhaseBare       = "bare-handler"
+	PhaseBareInProc = "bare-inproc"
 	PhaseRawEvalsha = "raw-evalsha"
 	PhaseRawInsert  = "raw-insert+update"
 	PhaseRawAllOps  = "raw-all-ops"
@@ -213,6 +214,32 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 		mysqlTargets = nil // the targets answer from MySQL: their pure duplicates are the dup-mysql phase
 	}
 	sum.Targets, sum.MySQLTargets = targets, mysqlTargets
+
+	// The bare handler runs as the function does: as many processes as
+	// there are targets, built with the same flags, hit round robin.
+	var bareTargets []string
+	var barePIDs []int
+	if o.BaseN > 0 {
+		bin, err := devbuild.BuildPackage(ctx, "./scripts/loadtest/bareserver", filepath.Join(work, "bareserver"), true)
+		if err != nil {
+			return nil, err
+		}
+		var bares []*Instance
+		defer func() {
+			for _, in := range bares {
+				in.Stop()
+			}
+		}()
+		for i := range max(1, len(targets)) {
+			in, err := Spawn(ctx, bin, filepath.Join(work, fmt.Sprintf("bareserver-%d.log", i)), []string{"REDIS_URL=" + o.RedisURL})
+			if err != nil {
+				return nil, fmt.Errorf("bareserver: %w", err)
+			}
+			bares = append(bares, in)
+			bareTargets = append(bareTargets, in.Base)
+			barePIDs = append(barePIDs, in.Cmd.Process.Pid)
+		}
+	}
 	dupPhase := PhaseDupRedis
 	if !o.Redis {
 		dupPhase = PhaseDupMySQL
@@ -258,7 +285,8 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 			}
 		}
 		if nBase > 0 {
-			jobs = append(jobs, httpJob(run, PhaseBare, PureDuplicates(actions, done, nBase), []string{bl.Bare}))
+			jobs = append(jobs, httpJob(run, PhaseBare, PureDuplicates(actions, done, nBase), bareTargets),
+				httpJob(run, PhaseBareInProc, PureDuplicates(actions, done, nBase), []string{bl.Bare}))
 		}
 		return jobs
 	}
@@ -362,9 +390,9 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 		addHist("main: first", mainPh, "first")
 		addHist("main: duplicate", mainPh, "duplicate")
 		done := finishedActions(mainPh, len(plan.Actions))
-		cpuR0, cpuM0 := CPUTime(loadPIDs), CPUTime(mysqlPIDs)
+		cpuR0, cpuM0, cpuB0 := CPUTime(loadPIDs), CPUTime(mysqlPIDs), CPUTime(barePIDs)
 		dupPhases := interleave(dupJobs(run, plan.Actions, done, o.DupN, o.BaseN), o.Slices, prog, "duplicates")
-		cpuR1, cpuM1 := CPUTime(loadPIDs), CPUTime(mysqlPIDs)
+		cpuR1, cpuM1, cpuB1 := CPUTime(loadPIDs), CPUTime(mysqlPIDs), CPUTime(barePIDs)
 		for _, ph := range dupPhases {
 			if isFunction(ph.Name) {
 				tally(ph)
@@ -375,6 +403,8 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 					rr.CPU[ph.Name] = (cpuR1 - cpuR0) / n
 				case ph.Name == PhaseDupMySQL && len(mysqlPIDs) > 0:
 					rr.CPU[ph.Name] = (cpuM1 - cpuM0) / n
+				case ph.Name == PhaseBare:
+					rr.CPU[ph.Name] = (cpuB1 - cpuB0) / n
 				}
 			}
 			add(ph)
@@ -428,7 +458,11 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 	}
 
 	// Stop the spawned instances: they flush their counters on SIGTERM.
+	// The client's idle connections are closed first: net/http's Shutdown
+	// waits up to 5 s for a connection that was opened but never carried a
+	// request, longer than Stop waits before it kills (and loses the counters).
 	if o.Spawn > 0 {
+		client.CloseIdleConnections()
 		stopAll()
 		after, err := readStats(context.WithoutCancel(ctx), bl.DB())
 		if err == nil {
@@ -552,7 +586,7 @@ func figures(rr RunReport, o Options) []Figure {
 			}
 		}
 	}
-	for _, name := range []string{PhaseDupRedis, PhaseDupMySQL, PhaseBare} {
+	for _, name := range []string{PhaseDupRedis, PhaseDupMySQL, PhaseBare, PhaseBareInProc} {
 		if s, ok := p[name]; ok {
 			f(name+": events/s", "1/s", s.Rate, "")
 			f(name+": p50", "ms", ms(s.All.P50), "")
@@ -579,6 +613,16 @@ func figures(rr RunReport, o Options) []Figure {
 				goal = "≥ 50 %"
 			}
 			f(name+" / bare-handler: throughput", "%", 100*d.Rate/bare.Rate, goal)
+		}
+	}
+	if d, ok := p[PhaseDupRedis]; ok {
+		if b, ok := p[PhaseBareInProc]; ok {
+			f("dup-redis / bare-inproc: throughput", "%", 100*d.Rate/b.Rate, "")
+		}
+		if c, ok := rr.CPU[PhaseDupRedis]; ok {
+			if b, ok := rr.CPU[PhaseBare]; ok && b > 0 {
+				f("dup-redis / bare-handler: CPU per request", "x", ratio(c, b), "")
+			}
 		}
 	}
 	if r, ok1 := p[PhaseDupRedis]; ok1 {
@@ -615,6 +659,9 @@ func figures(rr RunReport, o Options) []Figure {
 		if d, ok := rr.CPU[name]; ok {
 			f("function CPU per request: "+name, "µs", float64(d)/float64(time.Microsecond), "")
 		}
+	}
+	if d, ok := rr.CPU[PhaseBare]; ok {
+		f("bare-handler CPU per request", "µs", float64(d)/float64(time.Microsecond), "")
 	}
 	v := rr.Verify
 	f("effective duplicates", "%", v.EffectiveRate(), "0.00 %")
@@ -710,6 +757,9 @@ func printRun(w io.Writer, rr RunReport, o Options) {
 			if d, ok := rr.CPU[name]; ok {
 				fmt.Fprintf(w, " %s %.0f µs;", name, float64(d)/float64(time.Microsecond))
 			}
+		}
+		if d, ok := rr.CPU[PhaseBare]; ok {
+			fmt.Fprintf(w, " (bare-handler processes: %.0f µs)", float64(d)/float64(time.Microsecond))
 		}
 		fmt.Fprintln(w)
 	}
