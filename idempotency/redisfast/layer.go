@@ -25,21 +25,22 @@ const MaxTTL = 300 * time.Second
 // Redis clock), fe fence, at attempt, rr result_ref, ec/em last error.
 // The claim script answers an explicit verdict string, never nil.
 var claimScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner, ph, lease, ttl, try = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local h = redis.call('HMGET', KEYS[1], 'st', 'ow', 'ph', 'lu', 'fe', 'at', 'rr', 'ec', 'em', 'tr')
 local st = h[1]
+if st and h[3] and h[3] ~= '' and h[3] ~= ph then
+  return {'MISMATCH'}
+end
+-- The common duplicate is answered before reading the clock.
+if st == 'SUCCEEDED' or st == 'FAILED_FINAL' then
+  return {st, h[5] or '0', h[6] or '0', h[7] or '', h[8] or '', h[9] or ''}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not st then
   redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'tr', try, 'ph', ph, 'lu', now + lease, 'fe', 0, 'at', 0)
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {'FIRST'}
-end
-if h[3] and h[3] ~= '' and h[3] ~= ph then
-  return {'MISMATCH'}
-end
-if st == 'SUCCEEDED' or st == 'FAILED_FINAL' then
-  return {st, h[5] or '0', h[6] or '0', h[7] or '', h[8] or '', h[9] or ''}
 end
 local lu = tonumber(h[4] or '0')
 if st == 'RUNNING' then
