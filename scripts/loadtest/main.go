@@ -76,7 +76,7 @@ func run(args []string) int {
 	fs.Float64Var(&o.DupRate, "dup-rate", d.DupRate, "share of the main phase's deliveries that are duplicates, in %")
 	mix := fs.String("mix", d.Mix.String(), "weights of the duplicate kinds: redeliver (same event, new FC request id), double (new event id, same data), burst (concurrent copies)")
 	fs.IntVar(&o.BurstMax, "burst-max", d.BurstMax, "largest burst (original + copies in flight at once); capped by -c")
-	fs.IntVar(&o.DupN, "dup-n", d.DupN, "requests in each pure-duplicate phase (dup-redis, dup-mysql); 0: skip; -1: same as -n")
+	fs.IntVar(&o.DupN, "dup-n", d.DupN, "requests in each pure-duplicate phase (dup-redis, dup-mysql) and each bare-handler phase compared with them; 0: skip; -1: 5 × -n (at thousands a second, fewer would make each interleaved slice a few ms)")
 	fs.IntVar(&o.BaseN, "base-n", d.BaseN, "operations of each baseline; 0: skip the baselines; -1: same as -n")
 	fs.IntVar(&o.Slices, "slices", d.Slices, "interleave the compared phases in this many alternating slices (A B, B A, …) so that drift hits them alike")
 	fs.IntVar(&o.Repeat, "repeat", d.Repeat, "repeat the whole measurement R times (min/median/max summary at the end)")
@@ -160,7 +160,7 @@ type Options struct {
 	DupRate      float64 // percent
 	Mix          Mix
 	BurstMax     int
-	DupN, BaseN  int // -1: N
+	DupN, BaseN  int // -1: 5×N, N
 	Repeat       int
 	Slices       int
 	Timeout      time.Duration
@@ -208,7 +208,7 @@ func (o *Options) check() error {
 		return errors.New("-timeout, -max-duration: want > 0")
 	}
 	if o.DupN == -1 {
-		o.DupN = o.N
+		o.DupN = 5 * o.N
 	}
 	if o.BaseN == -1 {
 		o.BaseN = o.N

@@ -289,8 +289,14 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 			}
 		}
 		if nBase > 0 {
-			jobs = append(jobs, httpJob(run, PhaseBare, PureDuplicates(actions, done, nBase), bareTargets),
-				httpJob(run, PhaseBareInProc, PureDuplicates(actions, done, nBase), []string{bl.Bare}))
+			// The bare handlers are compared with the duplicate phases:
+			// as many requests as they have.
+			n := nBase
+			if nDup > 0 {
+				n = nDup
+			}
+			jobs = append(jobs, httpJob(run, PhaseBare, PureDuplicates(actions, done, n), bareTargets),
+				httpJob(run, PhaseBareInProc, PureDuplicates(actions, done, n), []string{bl.Bare}))
 		}
 		return jobs
 	}
