@@ -349,7 +349,7 @@ func elements(raw []byte) (els []json.RawMessage, ok bool) {
 // stringValue decodes a JSON string literal; null reads as "" (as
 // json.Unmarshal into a string leaves it), and anything else is not ok.
 func stringValue(raw json.RawMessage) (string, bool) {
-	raw = bytes.TrimSpace(raw)
+	raw = trimJSONSpace(raw)
 	switch {
 	case len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 &&
 		bytes.IndexByte(raw[1:len(raw)-1], '"') < 0 && utf8.Valid(raw) && noControl(raw):
@@ -384,7 +384,13 @@ func jsonKind(raw []byte) byte {
 }
 
 func isNull(raw json.RawMessage) bool {
-	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+	return bytes.Equal(trimJSONSpace(raw), []byte("null"))
+}
+
+// trimJSONSpace trims the white space JSON allows around a value, and no
+// other (bytes.TrimSpace would also take Unicode spaces).
+func trimJSONSpace(raw []byte) []byte {
+	return bytes.Trim(raw, " \t\r\n")
 }
 
 // present reports whether key exists with a non-null value: CloudEvents JSON

@@ -184,6 +184,8 @@ func TestStringValue(t *testing.T) {
 		{"escaped", `"a\"b\u00e9"`, "a\"bé", true},
 		{"null", `null`, "", true},
 		{"padded", ` "x" `, "x", true},
+		{"unicode space is not JSON space", "\u00a0\"x\"", "", false},
+		{"form feed before null", "\fnull", "", false},
 		{"number", `12`, "", false},
 		{"object", `{"a":1}`, "", false},
 		{"empty raw", ``, "", false},
