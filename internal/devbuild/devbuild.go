@@ -16,6 +16,9 @@ import (
 	"strings"
 )
 
+// ErrNotInRepo: the working directory is not inside the repository.
+var ErrNotInRepo = errors.New("run from inside the idemgate repository")
+
 // RepoRoot walks up from the working directory to the module's go.mod.
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
@@ -33,14 +36,18 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
-	return "", errors.New("run from inside the idemgate repository (or give -bin)")
+	return "", ErrNotInRepo
 }
 
 // Build builds the function into dir/main for the host. With deploy it
 // builds as scripts/build.sh does (CGO off, -trimpath, stripped), so that
 // measurements see the deploy artefact.
 func Build(ctx context.Context, dir string, deploy bool) (string, error) {
-	return BuildPackage(ctx, ".", filepath.Join(dir, "main"), deploy)
+	bin, err := BuildPackage(ctx, ".", filepath.Join(dir, "main"), deploy)
+	if errors.Is(err, ErrNotInRepo) {
+		return "", fmt.Errorf("%w (or give -bin)", err)
+	}
+	return bin, err
 }
 
 // BuildPackage builds the package pkg (relative to the repository root) into

@@ -116,7 +116,7 @@ func measure(ctx context.Context, o options) (*Report, error) {
 	if o.bin == "" {
 		root, err := devbuild.RepoRoot()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w (or give -bin)", err)
 		}
 		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "build.sh"))
 		cmd.Dir = root

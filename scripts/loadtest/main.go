@@ -68,6 +68,7 @@ func run(args []string) int {
 	mysqlTargets := fs.String("mysql-targets", "", "comma-separated base URLs of running instances without REDIS_URL, for the dup-mysql phase (unused with -redis=false)")
 	fs.IntVar(&o.Spawn, "spawn", d.Spawn, "build and start N instances (and N more without REDIS_URL for the dup-mysql phase)")
 	fs.StringVar(&o.Bin, "bin", d.Bin, "the function binary for -spawn (default: built from the repository root)")
+	fs.StringVar(&o.BareBin, "bare-bin", d.BareBin, "the bare-handler server of the baseline, run as -spawn's instances are (default: built from scripts/loadtest/bareserver)")
 	fs.StringVar(&o.MySQLDSN, "mysql-dsn", d.MySQLDSN, "MYSQL_DSN of spawned instances, the baselines and the MySQL check (with -targets: give the instances' database); created if missing")
 	fs.StringVar(&o.RedisURL, "redis-url", d.RedisURL, "REDIS_URL of spawned instances and the baselines")
 	fs.BoolVar(&o.Redis, "redis", d.Redis, "the instances use Redis; false: spawned instances get no REDIS_URL (MySQL answers every duplicate)")
@@ -153,6 +154,7 @@ type Options struct {
 	MySQLTargets []string // running instances without REDIS_URL (dup-mysql phase)
 	Spawn        int      // > 0: build and start this many instances (and as many without Redis)
 	Bin          string
+	BareBin      string // the bareserver binary; "": built from the repository
 	MySQLDSN     string
 	RedisURL     string
 	Redis        bool

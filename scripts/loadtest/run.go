@@ -148,6 +148,15 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 		return nil, err
 	}
 
+	// The bare handler's server is built (or checked) before anything is
+	// started, so that a missing build fails fast.
+	bareBin := o.BareBin
+	if o.BaseN > 0 && bareBin == "" {
+		if bareBin, err = devbuild.BuildPackage(ctx, "./scripts/loadtest/bareserver", filepath.Join(work, "bareserver"), true); err != nil {
+			return nil, fmt.Errorf("bare handler: %w (or give -bare-bin, or -base-n 0 to skip the baselines)", err)
+		}
+	}
+
 	// Instances.
 	var insts []*Instance
 	var logPaths []string
@@ -224,10 +233,6 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 	var bareTargets []string
 	var barePIDs []int
 	if o.BaseN > 0 {
-		bin, err := devbuild.BuildPackage(ctx, "./scripts/loadtest/bareserver", filepath.Join(work, "bareserver"), true)
-		if err != nil {
-			return nil, err
-		}
 		var bares []*Instance
 		defer func() {
 			for _, in := range bares {
@@ -235,7 +240,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 			}
 		}()
 		for i := range max(1, len(targets)) {
-			in, err := Spawn(ctx, bin, filepath.Join(work, fmt.Sprintf("bareserver-%d.log", i)), []string{"REDIS_URL=" + o.RedisURL})
+			in, err := Spawn(ctx, bareBin, filepath.Join(work, fmt.Sprintf("bareserver-%d.log", i)), []string{"REDIS_URL=" + o.RedisURL})
 			if err != nil {
 				return nil, fmt.Errorf("bareserver: %w", err)
 			}
@@ -411,13 +416,13 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 			if isFunction(ph.Name) {
 				tally(ph)
 			}
-			if n := time.Duration(len(ph.Results)); n > 0 && len(loadPIDs) > 0 {
+			if n := time.Duration(len(ph.Results)); n > 0 {
 				switch {
-				case ph.Name == dupPhase:
+				case ph.Name == dupPhase && len(loadPIDs) > 0:
 					rr.CPU[ph.Name] = (cpuR1 - cpuR0) / n
 				case ph.Name == PhaseDupMySQL && len(mysqlPIDs) > 0:
 					rr.CPU[ph.Name] = (cpuM1 - cpuM0) / n
-				case ph.Name == PhaseBare:
+				case ph.Name == PhaseBare && len(barePIDs) > 0:
 					rr.CPU[ph.Name] = (cpuB1 - cpuB0) / n
 				}
 			}
