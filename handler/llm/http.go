@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/internal/transport"
 )
 
 // Read limits. A chat completion is a few KiB; anything near these sizes is
@@ -41,6 +42,9 @@ func NewHTTPClient(cfg Config) (*HTTPClient, error) {
 	var hc http.Client
 	if cfg.HTTPClient != nil {
 		hc = *cfg.HTTPClient // a copy, so the caller's client keeps its redirect policy
+	}
+	if hc.Transport == nil {
+		hc.Transport = transport.NewTransport() // sized for concurrent invocations
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	u.Path = strings.TrimRight(u.Path, "/") + "/chat/completions"

@@ -385,3 +385,41 @@ func TestHTTPClientDoesNotPrintKey(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent invocations on one instance call the model at once; their
+// connections must be kept for the next ones (net/http's default keeps 2 per
+// host, and every other connection would be re-dialed — a TLS handshake to
+// the model — after each round).
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	var dials atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(20 * time.Millisecond) // hold the connection so that the round needs one each
+		io.WriteString(w, `{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := newClient(t, srv.URL, 5*time.Second)
+	const concurrent = 8
+	for round := 0; round < 3; round++ {
+		var wg sync.WaitGroup
+		for i := 0; i < concurrent; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.Complete(context.Background(), okRequest()); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if n := dials.Load(); n > concurrent {
+		t.Errorf("%d connections dialed for 3 rounds of %d concurrent calls, want at most %d", n, concurrent, concurrent)
+	}
+}

@@ -55,8 +55,9 @@ type Client struct {
 }
 
 // New returns a Client whose Posts last at most timeout (DefaultTimeout when
-// timeout <= 0). hc is used as a template (nil: a fresh client); redirects
-// are never followed, since following one would re-send or drop the body.
+// timeout <= 0). hc is used as a template (nil: a fresh client with a pool
+// of its own, transport.NewTransport); redirects are never followed, since
+// following one would re-send or drop the body.
 func New(timeout time.Duration, hc *http.Client) *Client {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -64,6 +65,9 @@ func New(timeout time.Duration, hc *http.Client) *Client {
 	var c http.Client
 	if hc != nil {
 		c = *hc // a copy, so the caller's client keeps its redirect policy
+	}
+	if c.Transport == nil {
+		c.Transport = transport.NewTransport()
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Client{hc: &c, timeout: timeout}

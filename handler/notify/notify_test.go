@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/internal/transport"
 )
 
 const outcome = `{"status":"SUCCEEDED","idempotencyKey":"K1"}`
@@ -43,8 +44,14 @@ func TestPostSendsContract(t *testing.T) {
 }
 
 func TestNewDefaults(t *testing.T) {
-	if c := New(0, nil); c.timeout != DefaultTimeout || c.hc == nil {
-		t.Errorf("New(0, nil) = %+v", c)
+	c0 := New(0, nil)
+	if c0.timeout != DefaultTimeout || c0.hc == nil {
+		t.Errorf("New(0, nil) = %+v", c0)
+	}
+	// A pool of its own, sized for concurrent invocations: not
+	// http.DefaultTransport, whose idle connections anyone may close.
+	if tr, ok := c0.hc.Transport.(*http.Transport); !ok || tr == http.DefaultTransport || tr.MaxIdleConnsPerHost != transport.IdlePerHost {
+		t.Errorf("New(0, nil) transport = %#v", c0.hc.Transport)
 	}
 	mine := &http.Client{Timeout: time.Minute}
 	c := New(time.Second, mine)

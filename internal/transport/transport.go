@@ -1,5 +1,6 @@
-// Package transport classifies failures to reach an HTTP peer (the model,
-// a webhook) into the retry classes of DESIGN §4.9, in one place.
+// Package transport is what the function's HTTP clients (the model, a
+// webhook) share: their connection pools, and the classification of
+// failures to reach the peer into the retry classes of DESIGN §4.9.
 package transport
 
 import (
@@ -7,11 +8,29 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"syscall"
 
 	"github.com/idemgate/idemgate/idempotency"
 )
+
+// IdlePerHost is how many idle connections a client keeps per host: as
+// many as invocations may run at once on an instance (the MySQL pool is
+// sized the same; s.yaml sets instanceConcurrency 10). net/http's default of
+// 2 would close, and later re-dial with a new TLS handshake, every
+// connection beyond the second after each concurrent call.
+const IdlePerHost = 16
+
+// NewTransport returns a connection pool of the caller's own: net/http's
+// defaults with IdlePerHost. It is deliberately not http.DefaultTransport,
+// whose idle connections any code in the process may close at any time
+// (httptest.Server.Close does, which broke a request in flight in a test).
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = IdlePerHost
+	return t
+}
 
 // Codes shared by the HTTP clients.
 const (
