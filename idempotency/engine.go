@@ -19,6 +19,8 @@ const (
 	DefaultMaxAttempts = 3
 	DefaultFastTimeout = 50 * time.Millisecond
 	DefaultFastBackoff = time.Second
+	// DefaultUnconfirmedGrace: see WithUnconfirmedGrace.
+	DefaultUnconfirmedGrace = time.Second
 	// terminalWriteTimeout bounds Complete and Fail, which run detached from the
 	// caller's context so that a timed-out invocation still records its end.
 	terminalWriteTimeout = 5 * time.Second
@@ -40,6 +42,7 @@ type options struct {
 	maxAttempts int
 	fastTimeout time.Duration
 	fastBackoff time.Duration
+	unconfirmed time.Duration
 	log         *slog.Logger
 	fast        FastLayer
 	observe     func(Decision, bool)
@@ -67,6 +70,18 @@ func WithFastTimeout(d time.Duration) Option { return func(o *options) { o.fastT
 // per call.
 func WithFastBackoff(d time.Duration) Option { return func(o *options) { o.fastBackoff = d } }
 
+// WithUnconfirmedGrace sets how long another owner's fast-layer claim that
+// the Store has not confirmed yet (fence 0) answers duplicates "in
+// progress" by itself (default 1 s). Past it the duplicate asks the Store:
+// the claimant may have died between its two claims, and then nothing but
+// the Store can tell — without it, duplicates would be answered "in
+// progress" (and so acknowledged) until that claim's lease ran out, and the
+// sweeper never sees a key the Store does not hold. Asking is always safe:
+// the Store decides, and a live claimant's own insert then conflicts. Its
+// answer is published, so later duplicates are answered by the fast layer
+// again.
+func WithUnconfirmedGrace(d time.Duration) Option { return func(o *options) { o.unconfirmed = d } }
+
 // WithLogger sets the logger (default slog.Default()). The engine logs with
 // the caller's context, so a context-aware handler can add request fields.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -74,7 +89,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // New builds an engine on a durable store.
 func New(store Store, opts ...Option) *Engine {
 	o := options{lease: DefaultLease, maxAttempts: DefaultMaxAttempts, fastTimeout: DefaultFastTimeout,
-		fastBackoff: DefaultFastBackoff, log: slog.Default()}
+		fastBackoff: DefaultFastBackoff, unconfirmed: DefaultUnconfirmedGrace, log: slog.Default()}
 	e := &Engine{store: store}
 	for _, opt := range opts {
 		opt(&o)
@@ -124,16 +139,20 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 	}
 	fastClaimed := false
 	if ans, ok := e.fastClaim(ctx, req); ok {
-		switch ans.Verdict {
-		case FastRepeatOther:
+		switch {
+		case ans.Verdict == FastRepeatOther && ans.Record.Fence == 0 && req.Lease-ans.LeaseLeft >= e.o.unconfirmed:
+			// Unconfirmed for longer than a live claimant needs to reach the
+			// Store (the age is estimated from our own lease, which the
+			// claimant's matches): let the Store decide.
+		case ans.Verdict == FastRepeatOther:
 			e.stats.count(DecisionRepeatOther, true)
 			ans.Record.Key = req.Key
 			return ClaimResult{Decision: DecisionRepeatOther, Record: ans.Record, LeaseLeft: ans.LeaseLeft, Source: "redis"}, nil, nil
-		case FastSucceeded, FastFailedFinal:
+		case ans.Verdict == FastSucceeded || ans.Verdict == FastFailedFinal:
 			e.stats.count(DecisionRepeatDone, true)
 			ans.Record.Key = req.Key
 			return ClaimResult{Decision: DecisionRepeatDone, Record: ans.Record, Source: "redis"}, nil, nil
-		case FastFirst:
+		case ans.Verdict == FastFirst:
 			fastClaimed = true
 		}
 	}

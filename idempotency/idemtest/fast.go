@@ -139,7 +139,9 @@ func fastStaleRunning(t *testing.T, h Harness) {
 
 func fastStaleVsStore(t *testing.T, h Harness) {
 	defer h.FastUp(t)
-	e := h.NewEngine(t, idempotency.WithFastBackoff(testBackoff))
+	// A grace longer than the case: the stale mirror's own expiry is under
+	// test here (fastUnconfirmed covers the grace).
+	e := h.NewEngine(t, idempotency.WithFastBackoff(testBackoff), idempotency.WithUnconfirmedGrace(time.Hour))
 	key := NewKey()
 	_, l := claim(t, e, short(req(key, "a")))
 	h.FastDown(t, false)
@@ -168,4 +170,75 @@ func fastStaleVsStore(t *testing.T, h Harness) {
 	res, _ = claim(t, e, req(key, "d"))
 	want(t, "repaired mirror answers", res.Source, "redis")
 	want(t, "result", res.Record.ResultRef, "ref")
+}
+
+// fastUnconfirmed: a claimant that died between its fast-layer claim and the
+// Store's leaves an entry at fence 0. It answers duplicates "in progress"
+// only for the unconfirmed grace; then the Store decides (here: nobody holds
+// the key, the duplicate runs it), and the Store's answer is mirrored, so
+// the next duplicate is answered by the fast layer again.
+func fastUnconfirmed(t *testing.T, h Harness) {
+	const grace = 150 * time.Millisecond
+	e := h.NewEngine(t, idempotency.WithUnconfirmedGrace(grace))
+	ctx := context.Background()
+	key := NewKey()
+	dead := req(key, "dead")
+	if _, err := h.Fast.Claim(ctx, key, dead.Owner, -1, dead.PayloadHash, idempotency.DefaultLease); err != nil {
+		t.Fatal(err)
+	}
+	res, l := claim(t, e, req(key, "early"))
+	want(t, "within the grace", res.Decision, idempotency.DecisionRepeatOther)
+	want(t, "within the grace, answered by", res.Source, "redis")
+	if l != nil {
+		t.Fatal("a duplicate took a key inside the grace")
+	}
+	time.Sleep(grace + 100*time.Millisecond)
+	res, l = claim(t, e, req(key, "late"))
+	want(t, "past the grace", res.Decision, idempotency.DecisionFirst)
+	if l == nil || res.Source == "redis" {
+		t.Fatalf("past the grace the Store did not decide: %+v", res)
+	}
+	res, _ = claim(t, e, req(key, "next"))
+	want(t, "after the Store's answer", res.Decision, idempotency.DecisionRepeatOther)
+	want(t, "after the Store's answer, answered by", res.Source, "redis")
+	want(t, "mirrored owner", res.Record.LeaseOwner, "late")
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "status", get(t, e, key).Status, idempotency.StatusSucceeded)
+	want(t, "attempt", get(t, e, key).Attempt, 1)
+}
+
+// fastUnconfirmedLive: past the grace, asking the Store is also right when
+// the claimant is alive and simply has not published (a FIRST on both tiers
+// leaves the mirror at fence 0): the Store says "in progress", never a
+// second owner.
+func fastUnconfirmedLive(t *testing.T, h Harness) {
+	const grace = 150 * time.Millisecond
+	e := h.NewEngine(t, idempotency.WithUnconfirmedGrace(grace))
+	key := NewKey()
+	_, l := claim(t, e, req(key, "a"))
+	time.Sleep(grace + 100*time.Millisecond)
+	var owners atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			res, l, err := e.Claim(context.Background(), req(key, fmt.Sprintf("dup-%d", i)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if l != nil {
+				owners.Add(1)
+			}
+			if res.Decision != idempotency.DecisionRepeatOther {
+				t.Errorf("decision %s", res.Decision)
+			}
+		})
+	}
+	wg.Wait()
+	want(t, "duplicates that took the key", owners.Load(), 0)
+	if err := l.Complete(context.Background(), "ref"); err != nil {
+		t.Fatalf("the owner lost its key: %v", err)
+	}
 }
