@@ -312,6 +312,25 @@ var checks = []check{
 			return nil
 		})
 	}},
+	{"lifecycle hooks reach the binary", func(m *manifests) error {
+		// Without them FC never calls /initialize and /pre-stop: the pools are
+		// not warmed and the counters of an instance's last seconds are lost.
+		return eachFile(m, func(f *function) error {
+			var errs []error
+			for _, name := range []string{"initializer", "preStop"} {
+				h, ok := f.hooks[name]
+				switch {
+				case !ok:
+					errs = append(errs, fmt.Errorf("no %s hook: FC would never call the binary's endpoint for it", name))
+				case h.handler == "":
+					errs = append(errs, fmt.Errorf("%s hook without a handler", name))
+				case h.timeout < 5 || h.timeout > f.timeout:
+					errs = append(errs, fmt.Errorf("%s hook timeout %d s: want 5 s (a MySQL ping or flush) up to the function's %d s", name, h.timeout, f.timeout))
+				}
+			}
+			return errors.Join(errs...)
+		})
+	}},
 	{"network, logs and role", func(m *manifests) error {
 		return eachFile(m, func(f *function) error {
 			var errs []error
@@ -352,6 +371,7 @@ var checks = []check{
 		same("disk", s.disk, r.disk)
 		same("timeout", s.timeout, r.timeout)
 		same("instance concurrency", s.concurrency, r.concurrency)
+		same("lifecycle hooks", s.hooks, r.hooks)
 		same("internet access", s.internet, r.internet)
 		same("environment names", sortedKeys(s.env), sortedKeys(r.env))
 		for _, name := range sortedKeys(s.env) {

@@ -127,6 +127,12 @@ func TestCheckerCatchesDrift(t *testing.T) {
 		{"misspelt property", func(t *testing.T, s, _ *yaml.Node) {
 			renameKey(t, sProps(t, s), "memorySize", "memroySize")
 		}, "known properties"},
+		{"no preStop hook", func(t *testing.T, s, _ *yaml.Node) {
+			deleteKey(t, sProps(t, s), "instanceLifecycleConfig", "preStop")
+		}, "lifecycle hooks reach the binary"},
+		{"initializer timeout differs between the files", func(t *testing.T, _, ros *yaml.Node) {
+			setScalar(t, rosProps(t, ros, "Function"), "30", "InstanceLifecycleConfig", "Initializer", "Timeout")
+		}, "s.yaml and template.yml agree"},
 		{"no VPC", func(t *testing.T, s, _ *yaml.Node) {
 			deleteKey(t, sProps(t, s), "vpcConfig")
 		}, "network, logs and role"},

@@ -44,6 +44,7 @@ type function struct {
 	disk        int
 	timeout     int
 	concurrency int
+	hooks       map[string]hook // instance lifecycle hooks: "initializer", "preStop"
 	internet    bool
 	port        int
 	command     []string
@@ -57,6 +58,11 @@ type function struct {
 	policy      []statement         // template.yml: the role's inline policy, rendered
 	unknown     []string            // property names the platform does not know
 	problems    []string            // values that could not be read
+}
+
+type hook struct {
+	handler string
+	timeout int
 }
 
 type envVar struct {
@@ -466,6 +472,12 @@ func readServerlessDevs(doc *yaml.Node) *function {
 	f.disk = num(get(props, "diskSize"), "diskSize")
 	f.timeout = num(get(props, "timeout"), "timeout")
 	f.concurrency = num(get(props, "instanceConcurrency"), "instanceConcurrency")
+	f.hooks = map[string]hook{}
+	for _, name := range []string{"initializer", "preStop"} {
+		if h := get(props, "instanceLifecycleConfig", name); h != nil {
+			f.hooks[name] = hook{handler: scalar(get(h, "handler")), timeout: num(get(h, "timeout"), "instanceLifecycleConfig."+name+".timeout")}
+		}
+	}
 	f.internet = scalar(get(props, "internetAccess")) == "true"
 	f.port = num(get(props, "customRuntimeConfig", "port"), "customRuntimeConfig.port")
 	if cmd := get(props, "customRuntimeConfig", "command"); cmd != nil {
@@ -593,6 +605,12 @@ func readROS(doc *yaml.Node) *function {
 	f.disk = num(get(props, "DiskSize"), "DiskSize")
 	f.timeout = num(get(props, "Timeout"), "Timeout")
 	f.concurrency = num(get(props, "InstanceConcurrency"), "InstanceConcurrency")
+	f.hooks = map[string]hook{}
+	for name, ros := range map[string]string{"initializer": "Initializer", "preStop": "PreStop"} {
+		if h := get(props, "InstanceLifecycleConfig", ros); h != nil {
+			f.hooks[name] = hook{handler: scalar(get(h, "Handler")), timeout: num(get(h, "Timeout"), "InstanceLifecycleConfig."+ros+".Timeout")}
+		}
+	}
 	f.internet = scalar(get(props, "InternetAccess")) == "true"
 	f.port = num(get(props, "CustomRuntimeConfig", "Port"), "CustomRuntimeConfig.Port")
 	if cmd := get(props, "CustomRuntimeConfig", "Command"); cmd != nil {
