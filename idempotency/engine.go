@@ -71,7 +71,7 @@ func WithFastTimeout(d time.Duration) Option { return func(o *options) { o.fastT
 func WithFastBackoff(d time.Duration) Option { return func(o *options) { o.fastBackoff = d } }
 
 // WithUnconfirmedGrace sets how long another owner's fast-layer claim that
-// the Store has not confirmed yet (fence 0) answers duplicates "in
+// the Store has not confirmed yet (FastAnswer.Unconfirmed) answers duplicates "in
 // progress" by itself (default 1 s). Past it the duplicate asks the Store:
 // the claimant may have died between its two claims, and then nothing but
 // the Store can tell — without it, duplicates would be answered "in
@@ -140,7 +140,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 	fastClaimed := false
 	if ans, ok := e.fastClaim(ctx, req); ok {
 		switch {
-		case ans.Verdict == FastRepeatOther && ans.Record.Fence == 0 && req.Lease-ans.LeaseLeft >= e.o.unconfirmed:
+		case ans.Verdict == FastRepeatOther && (ans.Unconfirmed || ans.Record.Fence == 0) && req.Lease-ans.LeaseLeft >= e.o.unconfirmed:
 			// Unconfirmed for longer than a live claimant needs to reach the
 			// Store (the age is estimated from our own lease, which the
 			// claimant's matches): let the Store decide.

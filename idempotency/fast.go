@@ -40,4 +40,8 @@ type FastAnswer struct {
 	Verdict   FastVerdict
 	Record    Record
 	LeaseLeft time.Duration
+	// Unconfirmed (REPEAT_OTHER): the entry's owner registered its claim
+	// (FIRST or STALE) and nothing since came from the Store (Publish). A
+	// fence of 0 is always unconfirmed: the Store's fences start at 1.
+	Unconfirmed bool
 }

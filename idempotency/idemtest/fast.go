@@ -186,6 +186,47 @@ func fastUnconfirmed(t *testing.T, h Harness) {
 	if _, err := h.Fast.Claim(ctx, key, dead.Owner, -1, dead.PayloadHash, idempotency.DefaultLease); err != nil {
 		t.Fatal(err)
 	}
+	l := graceThenStore(t, e, key, grace, idempotency.DecisionFirst)
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "status", get(t, e, key).Status, idempotency.StatusSucceeded)
+	want(t, "attempt", get(t, e, key).Attempt, 1)
+}
+
+// fastUnconfirmedTakeover: the same after a takeover. A worker whose lease
+// ran out is superseded in the fast layer by a claimant that registers
+// there (the entry keeps the old, confirmed fence) and dies before the
+// Store's takeover; its entry must not hold duplicates off past the grace.
+func fastUnconfirmedTakeover(t *testing.T, h Harness) {
+	const grace = 150 * time.Millisecond
+	e := h.NewEngine(t, idempotency.WithUnconfirmedGrace(grace))
+	ctx := context.Background()
+	key := NewKey()
+	_, l := claim(t, e, short(req(key, "first")))
+	if err := l.Renew(ctx); err != nil { // publishes: the entry carries a confirmed fence
+		t.Fatal(err)
+	}
+	time.Sleep(shortLease + 150*time.Millisecond) // "first" is gone; its lease ran out
+	dead := req(key, "dead")
+	ans, err := h.Fast.Claim(ctx, key, dead.Owner, -1, dead.PayloadHash, idempotency.DefaultLease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "fast-layer verdict for the dead claimant", ans.Verdict, idempotency.FastStale)
+	l2 := graceThenStore(t, e, key, grace, idempotency.DecisionTakeover)
+	want(t, "fence after the takeover", l2.Fence, 2)
+	if err := l2.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// graceThenStore: a dead claimant's unconfirmed entry answers a duplicate
+// "in progress" inside the grace; past it the Store decides (want, owned),
+// and the Store's answer is mirrored, so the next duplicate is answered by
+// the fast layer again.
+func graceThenStore(t *testing.T, e *idempotency.Engine, key string, grace time.Duration, decision idempotency.Decision) *idempotency.Lease {
+	t.Helper()
 	res, l := claim(t, e, req(key, "early"))
 	want(t, "within the grace", res.Decision, idempotency.DecisionRepeatOther)
 	want(t, "within the grace, answered by", res.Source, "redis")
@@ -194,7 +235,7 @@ func fastUnconfirmed(t *testing.T, h Harness) {
 	}
 	time.Sleep(grace + 100*time.Millisecond)
 	res, l = claim(t, e, req(key, "late"))
-	want(t, "past the grace", res.Decision, idempotency.DecisionFirst)
+	want(t, "past the grace", res.Decision, decision)
 	if l == nil || res.Source == "redis" {
 		t.Fatalf("past the grace the Store did not decide: %+v", res)
 	}
@@ -202,11 +243,7 @@ func fastUnconfirmed(t *testing.T, h Harness) {
 	want(t, "after the Store's answer", res.Decision, idempotency.DecisionRepeatOther)
 	want(t, "after the Store's answer, answered by", res.Source, "redis")
 	want(t, "mirrored owner", res.Record.LeaseOwner, "late")
-	if err := l.Complete(ctx, "ref"); err != nil {
-		t.Fatal(err)
-	}
-	want(t, "status", get(t, e, key).Status, idempotency.StatusSucceeded)
-	want(t, "attempt", get(t, e, key).Attempt, 1)
+	return l
 }
 
 // fastUnconfirmedLive: past the grace, asking the Store is also right when

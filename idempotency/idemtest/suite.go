@@ -77,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("FastStaleRunningDoesNotBlockTakeover", func(t *testing.T) { fastStaleRunning(t, h) })
 		t.Run("FastStaleVersusStore", func(t *testing.T) { fastStaleVsStore(t, h) })
 		t.Run("FastUnconfirmedClaimOfADeadWorker", func(t *testing.T) { fastUnconfirmed(t, h) })
+		t.Run("FastUnconfirmedTakeoverOfADeadWorker", func(t *testing.T) { fastUnconfirmedTakeover(t, h) })
 		t.Run("FastUnconfirmedClaimOfALiveWorker", func(t *testing.T) { fastUnconfirmedLive(t, h) })
 	}
 }

@@ -22,11 +22,13 @@ import (
 const MaxTTL = 300 * time.Second
 
 // Entry fields: st status, ow lease owner, ph payload hash, lu lease until (ms,
-// Redis clock), fe fence, at attempt, rr result_ref, ec/em last error.
+// Redis clock), fe fence, at attempt, rr result_ref, ec/em last error, tr the
+// owner's try, uc 1 while the owner's claim is registered here but not yet
+// confirmed by the Store (set by a claim, cleared by a publish).
 // The claim script answers an explicit verdict string, never nil.
 var claimScript = redis.NewScript(`
 local owner, ph, lease, ttl, try = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-local h = redis.call('HMGET', KEYS[1], 'st', 'ow', 'ph', 'lu', 'fe', 'at', 'rr', 'ec', 'em', 'tr')
+local h = redis.call('HMGET', KEYS[1], 'st', 'ow', 'ph', 'lu', 'fe', 'at', 'rr', 'ec', 'em', 'tr', 'uc')
 local st = h[1]
 if st and h[3] and h[3] ~= '' and h[3] ~= ph then
   return {'MISMATCH'}
@@ -38,7 +40,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not st then
-  redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'tr', try, 'ph', ph, 'lu', now + lease, 'fe', 0, 'at', 0)
+  redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'tr', try, 'ph', ph, 'lu', now + lease, 'fe', 0, 'at', 0, 'uc', 1)
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {'FIRST'}
 end
@@ -50,12 +52,12 @@ if st == 'RUNNING' then
     return {'REPEAT_SAME'}
   end
   if lu > now then
-    return {'REPEAT_OTHER', h[5] or '0', h[6] or '0', h[2] or '', tostring(lu - now)}
+    return {'REPEAT_OTHER', h[5] or '0', h[6] or '0', h[2] or '', tostring(lu - now), h[11] or '0'}
   end
 end
 -- An expired lease or a record waiting for a retry: register this caller so
 -- that concurrent duplicates wait for it, keep the fence for CAS ordering.
-redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'tr', try, 'lu', now + lease)
+redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'tr', try, 'lu', now + lease, 'uc', 1)
 redis.call('PEXPIRE', KEYS[1], ttl)
 return {'STALE'}
 `)
@@ -77,7 +79,7 @@ if h[1] then
   if cur == fence and h[1] ~= 'RUNNING' and ARGV[1] == 'RUNNING' then return 'KEPT' end
 end
 redis.call('HSET', KEYS[1], 'st', ARGV[1], 'fe', ARGV[2], 'at', ARGV[3], 'ow', ARGV[4], 'tr', ARGV[11],
-  'lu', now + tonumber(ARGV[6]), 'rr', ARGV[7], 'ec', ARGV[8], 'em', ARGV[9])
+  'lu', now + tonumber(ARGV[6]), 'rr', ARGV[7], 'ec', ARGV[8], 'em', ARGV[9], 'uc', 0)
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'ph', ARGV[5]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[10])
 return 'SET'
@@ -138,6 +140,7 @@ func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHa
 		ans.Record = idempotency.Record{Key: key, Status: idempotency.StatusRunning, Fence: atoi64(vals[1]),
 			Attempt: int(atoi64(vals[2])), LeaseOwner: vals[3]}
 		ans.LeaseLeft = time.Duration(atoi64(vals[4])) * time.Millisecond
+		ans.Unconfirmed = ans.Record.Fence == 0 || len(vals) > 5 && vals[5] == "1"
 	case idempotency.FastFirst, idempotency.FastRepeatSame, idempotency.FastStale, idempotency.FastMismatch:
 	default:
 		return ans, fmt.Errorf("redis claim: unknown verdict %q", vals[0])

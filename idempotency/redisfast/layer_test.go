@@ -182,3 +182,51 @@ func TestReleaseOnlyUnconfirmedOwnClaim(t *testing.T) {
 		})
 	}
 }
+
+// An entry registered by a claim stays unconfirmed until the Store's record
+// is published over it, also when a takeover claimant keeps an older fence.
+func TestUnconfirmedUntilPublished(t *testing.T) {
+	l := layer(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		prepare func(k string)
+		want    bool
+	}{
+		{"a FIRST claim", func(k string) { mustClaim(t, l, k, "a", time.Minute) }, true},
+		{"confirmed by a publish", func(k string) {
+			mustClaim(t, l, k, "a", time.Minute)
+			if err := l.Publish(ctx, idempotency.Record{Key: k, Status: idempotency.StatusRunning, Fence: 1, LeaseOwner: "a",
+				PayloadHash: "ph"}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a STALE registration over a confirmed fence", func(k string) {
+			if err := l.Publish(ctx, idempotency.Record{Key: k, Status: idempotency.StatusRunning, Fence: 3, LeaseOwner: "old",
+				PayloadHash: "ph"}, 20*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(40 * time.Millisecond)
+			mustClaim(t, l, k, "a", time.Minute)
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := key()
+			tc.prepare(k)
+			ans, err := l.Claim(ctx, k, "b", 0, "ph", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ans.Verdict != idempotency.FastRepeatOther || ans.Unconfirmed != tc.want {
+				t.Fatalf("answer %+v, want REPEAT_OTHER with Unconfirmed %v", ans, tc.want)
+			}
+		})
+	}
+}
+
+func mustClaim(t *testing.T, l *redisfast.Layer, k, owner string, lease time.Duration) {
+	t.Helper()
+	if _, err := l.Claim(context.Background(), k, owner, 0, "ph", lease); err != nil {
+		t.Fatal(err)
+	}
+}
