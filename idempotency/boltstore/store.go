@@ -16,6 +16,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/idemgate/idemgate/idempotency"
 )
@@ -45,7 +46,7 @@ func Open(dir string, lockWait time.Duration) (*Store, error) {
 	path := filepath.Join(dir, FileName)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("boltstore: %s is in use by another process (the embedded store serves one process; use MYSQL_DSN for several): %w", path, err)
 		}
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
