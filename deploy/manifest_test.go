@@ -60,6 +60,43 @@ type function struct {
 	problems    []string            // values that could not be read
 }
 
+// readShared reads the properties both files spell alike but for the case
+// of their first letters (name maps fc3's spelling to the file's); str and
+// num are the file's own readers of a value.
+func (f *function) readShared(props *yaml.Node, name func(string) string,
+	str func(*yaml.Node, string) string, num func(*yaml.Node, string) int) {
+	at := func(path ...string) (*yaml.Node, string) {
+		for i, p := range path {
+			path[i] = name(p)
+		}
+		return get(props, path...), strings.Join(path, ".")
+	}
+	f.runtime = str(at("runtime"))
+	f.handler = str(at("handler"))
+	if c, _ := at("cpu"); c != nil {
+		f.cpu, _ = strconv.ParseFloat(c.Value, 64)
+	}
+	f.memory = num(at("memorySize"))
+	f.disk = num(at("diskSize"))
+	f.timeout = num(at("timeout"))
+	f.concurrency = num(at("instanceConcurrency"))
+	f.hooks = map[string]hook{}
+	for _, h := range []string{"initializer", "preStop"} {
+		if n, _ := at("instanceLifecycleConfig", h); n != nil {
+			handler, _ := at("instanceLifecycleConfig", h, "handler")
+			f.hooks[h] = hook{handler: scalar(handler), timeout: num(at("instanceLifecycleConfig", h, "timeout"))}
+		}
+	}
+	internet, _ := at("internetAccess")
+	f.internet = scalar(internet) == "true"
+	f.port = num(at("customRuntimeConfig", "port"))
+	if cmd, what := at("customRuntimeConfig", "command"); cmd != nil {
+		for _, c := range cmd.Content {
+			f.command = append(f.command, str(c, what))
+		}
+	}
+}
+
 type hook struct {
 	handler string
 	timeout int
@@ -462,29 +499,8 @@ func readServerlessDevs(doc *yaml.Node) *function {
 		i, _ := strconv.Atoi(n.Value)
 		return i
 	}
-	f.runtime = str(get(props, "runtime"), "runtime")
-	f.handler = str(get(props, "handler"), "handler")
+	f.readShared(props, func(k string) string { return k }, str, num)
 	f.code = str(get(props, "code"), "code")
-	if c := get(props, "cpu"); c != nil {
-		f.cpu, _ = strconv.ParseFloat(c.Value, 64)
-	}
-	f.memory = num(get(props, "memorySize"), "memorySize")
-	f.disk = num(get(props, "diskSize"), "diskSize")
-	f.timeout = num(get(props, "timeout"), "timeout")
-	f.concurrency = num(get(props, "instanceConcurrency"), "instanceConcurrency")
-	f.hooks = map[string]hook{}
-	for _, name := range []string{"initializer", "preStop"} {
-		if h := get(props, "instanceLifecycleConfig", name); h != nil {
-			f.hooks[name] = hook{handler: scalar(get(h, "handler")), timeout: num(get(h, "timeout"), "instanceLifecycleConfig."+name+".timeout")}
-		}
-	}
-	f.internet = scalar(get(props, "internetAccess")) == "true"
-	f.port = num(get(props, "customRuntimeConfig", "port"), "customRuntimeConfig.port")
-	if cmd := get(props, "customRuntimeConfig", "command"); cmd != nil {
-		for _, c := range cmd.Content {
-			f.command = append(f.command, str(c, "customRuntimeConfig.command"))
-		}
-	}
 	f.role = scalar(get(props, "role"))
 	if v := get(props, "vpcConfig"); v != nil {
 		f.vpc["vpcId"] = scalar(get(v, "vpcId"))
@@ -593,30 +609,10 @@ func readROS(doc *yaml.Node) *function {
 		}
 		return i
 	}
-	f.runtime = str(get(props, "Runtime"), "Runtime")
-	f.handler = str(get(props, "Handler"), "Handler")
+	// ROS spells fc3's property names with a capital first letter.
+	f.readShared(props, func(k string) string { return strings.ToUpper(k[:1]) + k[1:] }, str, num)
 	if get(props, "Code", "OssBucketName") != nil && get(props, "Code", "OssObjectName") != nil {
 		f.code = "oss"
-	}
-	if c := get(props, "Cpu"); c != nil {
-		f.cpu, _ = strconv.ParseFloat(c.Value, 64)
-	}
-	f.memory = num(get(props, "MemorySize"), "MemorySize")
-	f.disk = num(get(props, "DiskSize"), "DiskSize")
-	f.timeout = num(get(props, "Timeout"), "Timeout")
-	f.concurrency = num(get(props, "InstanceConcurrency"), "InstanceConcurrency")
-	f.hooks = map[string]hook{}
-	for name, ros := range map[string]string{"initializer": "Initializer", "preStop": "PreStop"} {
-		if h := get(props, "InstanceLifecycleConfig", ros); h != nil {
-			f.hooks[name] = hook{handler: scalar(get(h, "Handler")), timeout: num(get(h, "Timeout"), "InstanceLifecycleConfig."+ros+".Timeout")}
-		}
-	}
-	f.internet = scalar(get(props, "InternetAccess")) == "true"
-	f.port = num(get(props, "CustomRuntimeConfig", "Port"), "CustomRuntimeConfig.Port")
-	if cmd := get(props, "CustomRuntimeConfig", "Command"); cmd != nil {
-		for _, c := range cmd.Content {
-			f.command = append(f.command, str(c, "CustomRuntimeConfig.Command"))
-		}
 	}
 	if role := get(props, "Role"); role != nil {
 		if _, arg, ok := intrinsic(role); ok {
