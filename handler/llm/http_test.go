@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // testKey is distinctive so that a leak is found by a plain substring search.
@@ -242,22 +243,15 @@ var errorCases = []errorCase{
 	{name: "negative max tokens", req: &Request{Key: "k", Prompt: "p", MaxTokens: -1}, handler: status(200, `{}`), class: idempotency.ClassFinal, code: CodeInvalidRequest},
 }
 
-func runErrorCase(t *testing.T, tc errorCase) (error, int64) {
+func runErrorCase(t *testing.T, tc errorCase) (int64, error) {
 	t.Helper()
-	var hits atomic.Int64
+	hits := new(atomic.Int64)
 	base := ""
 	if tc.url != nil {
 		base = tc.url(t)
 	} else {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hits.Add(1)
-			// Reading the body lets net/http notice a client that hung up,
-			// which ends r.Context() and so the sleeping handlers.
-			_, _ = io.Copy(io.Discard, r.Body)
-			tc.handler(w, r)
-		}))
-		t.Cleanup(srv.Close)
-		base = srv.URL + "/v1"
+		base, hits = testenv.Peer(t, tc.handler)
+		base += "/v1"
 	}
 	timeout := tc.timeout
 	if timeout == 0 {
@@ -276,14 +270,14 @@ func runErrorCase(t *testing.T, tc errorCase) (error, int64) {
 	if err == nil {
 		t.Fatal("Complete succeeded, want an error")
 	}
-	return err, hits.Load()
+	return hits.Load(), err
 }
 
 func TestCompleteClassifiesFailures(t *testing.T) {
 	for _, tc := range errorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err, hits := runErrorCase(t, tc)
+			hits, err := runErrorCase(t, tc)
 			class, code := classOf(t, err)
 			t.Logf("%s/%s: %v", class, code, err)
 			if class != tc.class || code != tc.code {
@@ -305,7 +299,7 @@ func TestErrorsNeverContainAPIKey(t *testing.T) {
 	for _, tc := range errorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err, _ := runErrorCase(t, tc)
+			_, err := runErrorCase(t, tc)
 			assertNoKey(t, err)
 		})
 	}
@@ -327,7 +321,7 @@ func TestErrorsNeverContainAPIKey(t *testing.T) {
 
 func TestAPIErrorDetails(t *testing.T) {
 	long := strings.Repeat("错误", 400) // multi-byte, so truncation must respect rune boundaries
-	err, _ := runErrorCase(t, errorCase{handler: status(400, `{"error":{"code":"invalid_parameter_error","message":"`+long+`"},"request_id":"rid-9"}`)})
+	_, err := runErrorCase(t, errorCase{handler: status(400, `{"error":{"code":"invalid_parameter_error","message":"`+long+`"},"request_id":"rid-9"}`)})
 	var ae *APIError
 	if !errors.As(err, &ae) {
 		t.Fatalf("no *APIError in %v", err)
@@ -342,7 +336,7 @@ func TestAPIErrorDetails(t *testing.T) {
 		t.Errorf("error text lacks status or code: %s", err)
 	}
 
-	err, _ = runErrorCase(t, errorCase{handler: func(w http.ResponseWriter, r *http.Request) {
+	_, err = runErrorCase(t, errorCase{handler: func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(400)
 		fmt.Fprintf(w, `{"error":{"code":"bad","message":"you sent %s"}}`, r.Header.Get("Authorization"))
 	}})
@@ -353,7 +347,7 @@ func TestAPIErrorDetails(t *testing.T) {
 
 func TestCompleteTimeoutIsBounded(t *testing.T) {
 	start := time.Now()
-	err, _ := runErrorCase(t, errorCases[indexOf("timeout: server sleeps past the client timeout")])
+	_, err := runErrorCase(t, errorCases[indexOf("timeout: server sleeps past the client timeout")])
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("timed out after %s, want about 50ms", d)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/internal/transport"
 )
 
@@ -128,18 +129,13 @@ func TestPostClassifies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var hits atomic.Int64
+			hits := new(atomic.Int64)
 			target := ""
 			if tc.url != nil {
 				target = tc.url(t)
 			} else {
-				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					hits.Add(1)
-					_, _ = io.Copy(io.Discard, r.Body) // lets net/http see a client that hung up
-					tc.handler(w, r)
-				}))
-				defer srv.Close()
-				target = srv.URL + secretPath
+				target, hits = testenv.Peer(t, tc.handler)
+				target += secretPath
 			}
 			key, body := "K1", outcome
 			switch tc.key {
