@@ -90,13 +90,19 @@ func interleave(b *testing.B, raw, eng func(i int)) {
 // one INSERT into the unique key plus one UPDATE.
 func BenchmarkClaimComplete(b *testing.B) {
 	r := setup(b)
-	ctx := context.Background()
 	db := r.store.DB()
 	raw := func(int) {
 		k := newKey()
 		rawInsertUpdate(b, db, k)
 	}
-	eng := func(int) {
+	interleave(b, raw, claimComplete(b, r))
+}
+
+// claimComplete is the engine's side of the claim+complete benchmarks: a
+// Claim of a new key and its Complete.
+func claimComplete(b *testing.B, r rig) func(int) {
+	ctx := context.Background()
+	return func(int) {
 		_, l, err := r.eng.Claim(ctx, idempotency.ClaimRequest{Key: newKey(), Owner: "bench", PayloadHash: "ph"})
 		if err != nil || l == nil {
 			b.Fatal(err)
@@ -105,7 +111,6 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	interleave(b, raw, eng)
 }
 
 // rawInsertUpdate is the raw MySQL floor of a claim+complete: one INSERT into
@@ -167,14 +172,5 @@ func BenchmarkClaimCompleteAllOps(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	eng := func(int) {
-		_, l, err := r.eng.Claim(ctx, idempotency.ClaimRequest{Key: newKey(), Owner: "bench", PayloadHash: "ph"})
-		if err != nil || l == nil {
-			b.Fatal(err)
-		}
-		if err := l.Complete(ctx, "ref"); err != nil {
-			b.Fatal(err)
-		}
-	}
-	interleave(b, raw, eng)
+	interleave(b, raw, claimComplete(b, r))
 }
