@@ -283,27 +283,33 @@ func (f *fleet) pick(ctx context.Context) (*proc, error) {
 	}
 }
 
-// candidates lists the slots that are ready and not paused (under f.mu).
-func (f *fleet) candidates() []*slot {
-	var out []*slot
+// victim chooses a random running instance for a fault: nil when there is
+// none or the fleet is stopping. The caller holds f.mu.
+func (f *fleet) victim() *slot {
+	if f.stopping {
+		return nil
+	}
+	var running []*slot
 	for _, s := range f.slots {
 		if s.ready && !s.paused {
-			out = append(out, s)
+			running = append(running, s)
 		}
 	}
-	return out
+	if len(running) == 0 {
+		return nil
+	}
+	return running[f.rnd.IntN(len(running))]
 }
 
 // kill SIGKILLs a random running instance; its supervisor restarts it on a
 // new port.
 func (f *fleet) kill() {
 	f.mu.Lock()
-	c := f.candidates()
-	if len(c) == 0 || f.stopping {
+	s := f.victim()
+	if s == nil {
 		f.mu.Unlock()
 		return
 	}
-	s := c[f.rnd.IntN(len(c))]
 	p := s.cur
 	p.killed, s.ready = true, false
 	f.kills++
@@ -316,12 +322,11 @@ func (f *fleet) kill() {
 // then SIGCONTs it; it resumes at once when ctx ends.
 func (f *fleet) pause(ctx context.Context, d time.Duration) {
 	f.mu.Lock()
-	c := f.candidates()
-	if len(c) == 0 || f.stopping {
+	s := f.victim()
+	if s == nil {
 		f.mu.Unlock()
 		return
 	}
-	s := c[f.rnd.IntN(len(c))]
 	p := s.cur
 	s.paused = true
 	f.pauses++
