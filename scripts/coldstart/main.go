@@ -200,44 +200,50 @@ func start(ctx context.Context, bin string, env []string, timeout, idle time.Dur
 		}
 	}()
 	deadline := t0.Add(timeout)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	// First the listening socket (a TCP connect succeeds), then /initialize.
-	for r.listen == 0 {
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			r.listen = ms(time.Since(t0))
-			break
+	// poll retries try every 200 µs until it succeeds, the instance exits or
+	// the deadline passes, and returns the milliseconds since exec.
+	poll := func(try func() error, what string) (float64, error) {
+		for {
+			err := try()
+			if err == nil {
+				return ms(time.Since(t0)), nil
+			}
+			select {
+			case <-exited:
+				return 0, fmt.Errorf("the instance exited: %s", lastLines(logs.String()))
+			default:
+			}
+			if time.Now().After(deadline) {
+				return 0, fmt.Errorf("%s within %s: %v", what, timeout, err)
+			}
+			time.Sleep(200 * time.Microsecond)
 		}
-		select {
-		case <-exited:
-			return r, fmt.Errorf("the instance exited: %s", lastLines(logs.String()))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("not listening within %s", timeout)
-		}
-		time.Sleep(200 * time.Microsecond)
 	}
-	for {
+	// First the listening socket (a TCP connect succeeds), then /initialize.
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if r.listen, err = poll(func() error {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}, "not listening"); err != nil {
+		return r, err
+	}
+	if r.initialize, err = poll(func() error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 		req.Header.Set("x-fc-request-id", "coldstart")
 		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				r.initialize = ms(time.Since(t0))
-				break
-			}
+		if err != nil {
+			return err
 		}
-		select {
-		case <-exited:
-			return r, fmt.Errorf("the instance exited: %s", lastLines(logs.String()))
-		default:
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP %d", resp.StatusCode)
 		}
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("no 200 from /initialize within %s: %v", timeout, err)
-		}
-		time.Sleep(200 * time.Microsecond)
+		return nil
+	}, "no 200 from /initialize"); err != nil {
+		return r, err
 	}
 	if r.rssInit, err = devbuild.RSS(cmd.Process.Pid); err != nil {
 		return r, err
