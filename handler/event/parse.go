@@ -80,20 +80,29 @@ type Invocation struct {
 // accepted members are in Tasks and err is BatchErr. Every non-nil error is
 // an *Error.
 func Parse(body []byte) (*Invocation, error) {
-	if err := checkStrictJSON(body); err != nil {
+	// The strict pass also splits the body: an object into its members, an
+	// array (a batch) into its events.
+	kind := jsonKind(body)
+	var obj map[string]json.RawMessage
+	var els []json.RawMessage
+	if kind == '{' {
+		obj = make(map[string]json.RawMessage, 16)
+	}
+	if err := strictJSON(body, func(key []byte, raw json.RawMessage) {
+		if kind == '{' {
+			obj[string(key)] = raw
+		} else {
+			els = append(els, raw)
+		}
+	}); err != nil {
 		return nil, err
 	}
-	switch jsonKind(body) {
+	switch kind {
 	case '[':
-		return parseBatch(body)
+		return parseBatch(els)
 	case '{':
 	default:
 		return nil, newError(TypeMalformedEvent, "", "the body must be a JSON object or array")
-	}
-
-	obj, ok := members(body)
-	if !ok {
-		return nil, newError(TypeMalformedEvent, "", "not a JSON object")
 	}
 	_, isCE := obj["specversion"]
 	_, isDest := obj["requestContext"]
@@ -146,11 +155,7 @@ func parseSingle(body []byte, attrs map[string]json.RawMessage) (*Invocation, er
 	return inv, nil
 }
 
-func parseBatch(body []byte) (*Invocation, error) {
-	els, ok := elements(body)
-	if !ok {
-		return nil, newError(TypeMalformedEvent, "", "not a JSON array")
-	}
+func parseBatch(els []json.RawMessage) (*Invocation, error) {
 	inv := &Invocation{Kind: KindBatch, Size: len(els)}
 	for i, m := range els {
 		t, err := parseMember(m, i, nil)

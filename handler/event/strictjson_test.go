@@ -141,7 +141,8 @@ func referenceStrict(b []byte) bool {
 }
 
 // FuzzStrictJSON: checkStrictJSON accepts exactly what the reference
-// accepts, and members/elements split accepted text as json.Unmarshal does.
+// accepts, and members and the strict pass's own split (Parse's) divide
+// accepted text as json.Unmarshal does.
 func FuzzStrictJSON(f *testing.F) {
 	for _, s := range []string{`{"a":1,"\u0061":2}`, `[{"a":[1,{"b":null}]},"x",-0.5e3]`, `{"k":"\ud800","\ufffd":1}`,
 		string(mkEvent(goodData, `"aliyunretry":3`)), `{} {}`, `{"a":{"a":{"a":1,"a":2}}}`} {
@@ -160,8 +161,16 @@ func FuzzStrictJSON(f *testing.F) {
 			if err := json.Unmarshal(b, &ref); err != nil || !reflect.DeepEqual(m, ref) {
 				t.Fatalf("members %q\nunmarshal %q (%v)", m, ref, err)
 			}
+			split := map[string]json.RawMessage{}
+			if err := strictJSON(b, func(k []byte, raw json.RawMessage) { split[string(k)] = raw }); err != nil || !reflect.DeepEqual(split, ref) {
+				t.Fatalf("strict split %q\nunmarshal %q (%v)", split, ref, err)
+			}
 		}
-		if els, ok := elements(b); ok {
+		if jsonKind(b) == '[' {
+			var els []json.RawMessage
+			if err := strictJSON(b, func(_ []byte, raw json.RawMessage) { els = append(els, raw) }); err != nil {
+				t.Fatal(err)
+			}
 			var ref []json.RawMessage
 			if err := json.Unmarshal(b, &ref); err != nil || len(els) != len(ref) {
 				t.Fatalf("elements %q\nunmarshal %q (%v)", els, ref, err)
