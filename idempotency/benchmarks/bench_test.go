@@ -15,6 +15,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/internal/bare"
 	"github.com/idemgate/idemgate/internal/testenv"
 )
 
@@ -127,8 +128,9 @@ func rawInsertUpdate(b *testing.B, db *sql.DB, k string) {
 	}
 }
 
-// setIfAbsent is the raw fast-path floor: one EVALSHA of the smallest claim.
-var setIfAbsent = redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 'FIRST' or 'REPEAT'`)
+// setIfAbsent is the raw fast-path floor: one EVALSHA of the smallest claim,
+// the load test's too.
+var setIfAbsent = bare.SetIfAbsent
 
 // BenchmarkDuplicateRedis: a duplicate of a SUCCEEDED key answered by the
 // Redis layer, against one EVALSHA of a set-if-absent script.

@@ -20,7 +20,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
-	"github.com/idemgate/idemgate/scripts/loadtest/internal/bare"
+	"github.com/idemgate/idemgate/internal/bare"
 )
 
 // setIfAbsent is the raw fast-path floor: one EVALSHA of the smallest claim.

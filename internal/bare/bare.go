@@ -1,7 +1,8 @@
-// Package bare is the load test's HTTP floor: a net/http handler that reads
-// the body and answers after one EVALSHA of a set-if-absent script, with a
-// small JSON answer shaped like the function's outcome. The load test runs it
-// in its own process (bareserver, spawned like the function's instances) and
+// Package bare is the floor the measurements compare with: SetIfAbsent, the
+// smallest claim script, and a net/http handler that reads the body and
+// answers after one EVALSHA of it, with a small JSON answer shaped like the
+// function's outcome. The load test runs the handler in processes of its own
+// (scripts/loadtest/bareserver, spawned like the function's instances) and
 // in-process; nothing else may be added to it, or the floor moves.
 package bare
 
@@ -15,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// SetIfAbsent is the raw fast-path floor, the same script as the library
-// benchmark's: the smallest possible claim.
+// SetIfAbsent is the raw fast-path floor of the load test and the library
+// benchmarks: the smallest possible claim.
 var SetIfAbsent = redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 'FIRST' or 'REPEAT'`)
 
 // Handler answers every POST /invoke with one EVALSHA keyed by the body's
