@@ -41,7 +41,8 @@ type FastAnswer struct {
 	Record    Record
 	LeaseLeft time.Duration
 	// Unconfirmed (REPEAT_OTHER): the entry's owner registered its claim
-	// (FIRST or STALE) and nothing since came from the Store (Publish). A
-	// fence of 0 is always unconfirmed: the Store's fences start at 1.
+	// (FIRST or STALE) and nothing since came from the Store (Publish). The
+	// engine also takes a fence of 0 as unconfirmed (the Store's start at 1),
+	// so a layer that cannot mark entries still gets that case right.
 	Unconfirmed bool
 }

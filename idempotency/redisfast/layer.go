@@ -140,7 +140,7 @@ func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHa
 		ans.Record = idempotency.Record{Key: key, Status: idempotency.StatusRunning, Fence: atoi64(vals[1]),
 			Attempt: int(atoi64(vals[2])), LeaseOwner: vals[3]}
 		ans.LeaseLeft = time.Duration(atoi64(vals[4])) * time.Millisecond
-		ans.Unconfirmed = ans.Record.Fence == 0 || len(vals) > 5 && vals[5] == "1"
+		ans.Unconfirmed = len(vals) > 5 && vals[5] == "1"
 	case idempotency.FastFirst, idempotency.FastRepeatSame, idempotency.FastStale, idempotency.FastMismatch:
 	default:
 		return ans, fmt.Errorf("redis claim: unknown verdict %q", vals[0])
