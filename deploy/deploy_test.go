@@ -223,7 +223,10 @@ func TestBuildScript(t *testing.T) {
 	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		t.Skip("no bash")
+		if os.Getenv("CI") == "true" {
+			t.Fatal("bash is required (CI=true) but not found")
+		}
+		t.Skip("no bash (set CI=true to make this a failure)")
 	}
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
