@@ -8,9 +8,12 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,36 +34,105 @@ func unavailable(t testing.TB, what string, err error) {
 	t.Skipf("%s unavailable (set CI=true to make this a failure): %v", what, err)
 }
 
-// MySQLDSN returns the DSN of the test database, creating the database if
-// needed. IDEMGATE_TEST_MYSQL_DSN overrides the default
-// root@tcp(127.0.0.1:3306)/idemgate_test.
+// MySQLDSN returns the DSN of this test process's own database, created on
+// first use: the database named by IDEMGATE_TEST_MYSQL_DSN (default
+// root@tcp(127.0.0.1:3306)/idemgate_test) with a per-run suffix, so that two
+// `go test ./...` at once on one server never share tables. A run cannot
+// drop its database when the process ends (no TestMain here), so each new
+// run drops the databases of runs that started more than two hours ago.
 func MySQLDSN(t testing.TB) string {
 	t.Helper()
+	runDB.once.Do(func() { runDB.dsn, runDB.err = createRunDB() })
+	if runDB.err != nil {
+		if errors.Is(runDB.err, errUnreachable) {
+			unavailable(t, "MariaDB/MySQL", runDB.err)
+		}
+		t.Fatal(runDB.err)
+	}
+	return runDB.dsn
+}
+
+var runDB struct {
+	once sync.Once
+	dsn  string
+	err  error
+}
+
+var errUnreachable = errors.New("unreachable")
+
+// runPrefix is what every per-run database name starts with, after the base
+// name: "<base>_r<unix seconds>_<random>".
+const runPrefix = "_r"
+
+func baseDSN() (*mysql.Config, error) {
 	dsn := os.Getenv("IDEMGATE_TEST_MYSQL_DSN")
 	if dsn == "" {
 		dsn = "root@tcp(127.0.0.1:3306)/idemgate_test"
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		t.Fatalf("IDEMGATE_TEST_MYSQL_DSN: %v", err)
+		return nil, fmt.Errorf("IDEMGATE_TEST_MYSQL_DSN: %w", err)
 	}
-	name := cfg.DBName
-	cfg.DBName = ""
-	cfg.Timeout = 2 * time.Second
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if cfg.DBName == "" {
+		cfg.DBName = "idemgate_test"
+	}
+	return cfg, nil
+}
+
+func createRunDB() (string, error) {
+	cfg, err := baseDSN()
 	if err != nil {
-		t.Fatalf("mysql: %v", err)
+		return "", err
+	}
+	admin := *cfg
+	admin.DBName = ""
+	admin.Timeout = 2 * time.Second
+	db, err := sql.Open("mysql", admin.FormatDSN())
+	if err != nil {
+		return "", fmt.Errorf("mysql: %w", err)
 	}
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
-		unavailable(t, "MariaDB/MySQL at "+cfg.Addr, err)
+		return "", fmt.Errorf("%w: %s: %w", errUnreachable, cfg.Addr, err)
 	}
-	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s`", strings.ReplaceAll(name, "`", ""))); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
+	reapRunDBs(ctx, db, cfg.DBName, time.Now().Add(-2*time.Hour))
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := fmt.Sprintf("%s%s%d_%s", cfg.DBName, runPrefix, time.Now().Unix(), hex.EncodeToString(b))
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
-	return dsn
+	cfg.DBName = name
+	return cfg.FormatDSN(), nil
+}
+
+// reapRunDBs drops the per-run databases of base created before cutoff.
+func reapRunDBs(ctx context.Context, db *sql.DB, base string, cutoff time.Time) {
+	rows, err := db.QueryContext(ctx, "SHOW DATABASES")
+	if err != nil {
+		return
+	}
+	var old []string
+	for rows.Next() {
+		var n string
+		if rows.Scan(&n) != nil {
+			continue
+		}
+		rest, ok := strings.CutPrefix(n, base+runPrefix)
+		if !ok {
+			continue
+		}
+		secs, _, _ := strings.Cut(rest, "_")
+		if ts, err := strconv.ParseInt(secs, 10, 64); err == nil && time.Unix(ts, 0).Before(cutoff) {
+			old = append(old, n)
+		}
+	}
+	rows.Close()
+	for _, n := range old {
+		_, _ = db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+n+"`")
+	}
 }
 
 // RedisURL returns the test Redis URL after checking it answers.
@@ -94,9 +166,14 @@ func FreshMySQLDSN(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	base, err := baseDSN()
+	if err != nil {
+		t.Fatal(err)
+	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	cfg.DBName = "idemgate_t_" + hex.EncodeToString(b)
+	// Named like the run databases, so that a killed run's leftovers are reaped.
+	cfg.DBName = fmt.Sprintf("%s%s%d_f%s", base.DBName, runPrefix, time.Now().Unix(), hex.EncodeToString(b))
 	admin := *cfg
 	admin.DBName = ""
 	db, err := sql.Open("mysql", admin.FormatDSN())
