@@ -181,3 +181,28 @@ func TestRenderRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestDocsNameEveryInput: docs/deploy.md explains every input of both
+// files and shows the local commands s.local.yaml names.
+func TestDocsNameEveryInput(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := LocalAccess
+	want := []string{"s local invoke -t s.local.yaml -f " + sampleTaskEvent,
+		"s config add -a " + a.Alias + " --AccessKeyID " + a.AccessKeyID + " --AccessKeySecret " + a.AccessKeySecret +
+			" --AccountID " + a.AccountID}
+	for _, in := range Idemgate().Inputs {
+		for _, name := range []string{in.Env, in.Param} {
+			if name != "" {
+				want = append(want, "`"+name+"`")
+			}
+		}
+	}
+	for _, w := range want {
+		if !bytes.Contains(doc, []byte(w)) {
+			t.Errorf("docs/deploy.md does not mention %s", w)
+		}
+	}
+}
