@@ -67,6 +67,7 @@ func TestLocalInvoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := hostPort(t, p.CustomRuntimeConfig.Port)
+	t.Logf("code directory %s (/code), port %d (configured %d)", code, port, p.CustomRuntimeConfig.Port)
 
 	first := runContainer(t, p, code, port, compact.Bytes())
 	second := runContainer(t, p, code, port, compact.Bytes())
