@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency/keys"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/ossresult"
 	"github.com/idemgate/idemgate/ossresult/ossfake"
 )

@@ -17,7 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/idempotency"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 // testKey is distinctive so that a leak is found by a plain substring search.

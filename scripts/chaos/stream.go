@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency/keys"
@@ -136,6 +137,15 @@ type tally struct {
 	failures                                    map[string]int
 	deadExhausted, deadFinal, unsent, abandoned int
 	keys                                        []keyTally
+	settled                                     atomic.Int64 // deliveries that ended, for the progress bar
+}
+
+func newTally(keys int) *tally {
+	t := &tally{failures: map[string]int{}, keys: make([]keyTally, keys)}
+	for i := range t.keys {
+		t.keys[i].succeededRefs = map[string]bool{}
+	}
+	return t
 }
 
 func (t *tally) fill(rep *Report) {
@@ -161,11 +171,7 @@ var invokeClient = &http.Client{
 // is a dead letter, as is a FINAL failure at once. A delivery not started
 // when capCtx ends is never sent; one under way goes on with its retries, as
 // FC's would, until runCtx ends.
-func stream(capCtx, runCtx context.Context, f *fleet, plans []*keyPlan, rnd *lockedRand, clock *timeline) *tally {
-	t := &tally{failures: map[string]int{}, keys: make([]keyTally, len(plans))}
-	for i := range t.keys {
-		t.keys[i].succeededRefs = map[string]bool{}
-	}
+func stream(capCtx, runCtx context.Context, f *fleet, plans []*keyPlan, rnd *lockedRand, clock *timeline, t *tally) {
 	sem := make(chan struct{}, maxInFlight)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -181,7 +187,6 @@ func stream(capCtx, runCtx context.Context, f *fleet, plans []*keyPlan, rnd *loc
 		}
 	}
 	wg.Wait()
-	return t
 }
 
 func deliver(ctx context.Context, f *fleet, t *tally, p *keyPlan, d *delivery, sem chan struct{}, rnd *lockedRand, clock *timeline) {
@@ -197,7 +202,7 @@ func deliver(ctx context.Context, f *fleet, t *tally, p *keyPlan, d *delivery, s
 			t.settle(p, d, "abandoned", clock)
 			return
 		}
-		status, hdr, body, err := invoke(ctx, inst.base, d, retry)
+		status, hdr, body, err := invoke(ctx, inst.Base, d, retry)
 		<-sem
 		if ctx.Err() != nil {
 			t.settle(p, d, "abandoned", clock)
@@ -301,6 +306,7 @@ func (t *tally) record(p *keyPlan, d *delivery, retry int, inst string, status i
 // settle records how a delivery ended: answered, a dead letter, or cut by
 // the duration cap.
 func (t *tally) settle(p *keyPlan, d *delivery, how string, clock *timeline) {
+	t.settled.Add(1)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := &t.keys[p.idx]

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/dev/progress"
 )
 
 // Result is one request's answer (one CSV row).
@@ -228,7 +230,7 @@ type Job struct {
 // that drift in the machine's load (other processes, the database's
 // background flushing) falls on every job alike. Each job's wall time is the
 // sum of its slices'.
-func interleave(jobs []Job, slices int, prog *Progress, label string) []PhaseResult {
+func interleave(jobs []Job, slices int, prog *progress.Bar, label string) []PhaseResult {
 	total := 0
 	for _, j := range jobs {
 		total += j.N
