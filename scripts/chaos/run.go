@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/dev/modelfake"
 	"github.com/idemgate/idemgate/internal/dev/proc"
 	"github.com/idemgate/idemgate/internal/dev/progress"
 
@@ -153,7 +154,7 @@ type runner struct {
 	stateDir, logDir string
 	bin, dsn, dbName string
 	dropDB           func()
-	model            *modelFake
+	model            *modelfake.Fake
 	env              []string
 	plans            []*keyPlan
 	clock            *timeline
@@ -190,12 +191,9 @@ func (r *runner) setup(ctx context.Context, rep *Report) error {
 		return err
 	}
 	var err error
-	if r.model, err = startModel(r.rnd, o.ModelErrors); err != nil {
-		return err
-	}
-	r.env = []string{"MYSQL_DSN=" + r.dsn, "STATE_DIR=" + r.stateDir, "LLM_BASE_URL=" + r.model.url + "/v1",
-		"LLM_API_KEY=" + modelAPIKey, "LLM_MODEL=qwen-plus", "LLM_TIMEOUT_SECONDS=10",
-		fmt.Sprintf("LEASE_SECONDS=%d", o.LeaseSeconds)}
+	r.model = startModel(r.rnd, o.ModelErrors)
+	r.env = append(r.model.Env(), "MYSQL_DSN="+r.dsn, "STATE_DIR="+r.stateDir, "LLM_TIMEOUT_SECONDS=10",
+		fmt.Sprintf("LEASE_SECONDS=%d", o.LeaseSeconds))
 	if o.RedisURL != "" {
 		r.env = append(r.env, "REDIS_URL="+o.RedisURL)
 	}
@@ -350,9 +348,9 @@ func (r *runner) sweepAndCheck(ctx context.Context, rep *Report) error {
 	}
 	r.fleet.fill(rep)
 	r.tally.fill(rep)
-	rep.ModelCalls, rep.ModelErrors = int(r.model.total.Load()), int(r.model.failed.Load())
+	rep.ModelCalls, rep.ModelErrors = int(r.model.Total()), int(r.model.Failed())
 	rep.Timeline = r.clock.entries()
-	check(rep, checkInput{plans: r.plans, tally: r.tally, recs: recs, calls: r.model.snapshot(), swept: r.swept,
+	check(rep, checkInput{plans: r.plans, tally: r.tally, recs: recs, calls: r.model.Snapshot(), swept: r.swept,
 		watch: r.watch, resultsDir: filepath.Join(r.stateDir, "results"), crashes: r.fleet.crashList()})
 	return nil
 }
@@ -373,7 +371,7 @@ func (r *runner) teardown(rep *Report) {
 	}
 	cleanRedis(r.o.RedisURL, r.plans)
 	if r.model != nil {
-		r.model.close()
+		r.model.Close()
 	}
 	if r.o.Keep {
 		rep.Database = r.dbName
