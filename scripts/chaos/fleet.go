@@ -222,19 +222,29 @@ func (f *fleet) victim() *slot {
 	return running[f.rnd.IntN(len(running))]
 }
 
+// claim picks a random running instance and marks its slot with mark, both
+// under f.mu; nil when there is none or the fleet is stopping.
+func (f *fleet) claim(mark func(s *slot)) *instance {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.victim()
+	if s == nil {
+		return nil
+	}
+	mark(s)
+	return s.cur
+}
+
 // kill SIGKILLs a random running instance; its supervisor restarts it on a
 // new port.
 func (f *fleet) kill() {
-	f.mu.Lock()
-	s := f.victim()
-	if s == nil {
-		f.mu.Unlock()
+	p := f.claim(func(s *slot) {
+		s.cur.killed, s.ready = true, false
+		f.kills++
+	})
+	if p == nil {
 		return
 	}
-	p := s.cur
-	p.killed, s.ready = true, false
-	f.kills++
-	f.mu.Unlock()
 	f.clock.add("kill -9 %s", p.name)
 	p.Signal(syscall.SIGKILL)
 }
@@ -242,16 +252,14 @@ func (f *fleet) kill() {
 // pause SIGSTOPs a random running instance for d (longer than the lease),
 // then SIGCONTs it; it resumes at once when ctx ends.
 func (f *fleet) pause(ctx context.Context, d time.Duration) {
-	f.mu.Lock()
-	s := f.victim()
-	if s == nil {
-		f.mu.Unlock()
+	var s *slot
+	p := f.claim(func(v *slot) {
+		s, v.paused = v, true
+		f.pauses++
+	})
+	if p == nil {
 		return
 	}
-	p := s.cur
-	s.paused = true
-	f.pauses++
-	f.mu.Unlock()
 	f.clock.add("SIGSTOP %s for %s", p.name, d.Round(time.Millisecond))
 	p.Signal(syscall.SIGSTOP)
 	t := time.NewTimer(d)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
@@ -108,19 +109,6 @@ func eventBody(id string, data map[string]any) []byte {
 	return b
 }
 
-// outcome is the answer body of /invoke (success or failure).
-type outcome struct {
-	Key          string `json:"idempotency_key"`
-	Status       string `json:"status"`
-	Duplicate    bool   `json:"duplicate"`
-	Decision     string `json:"decision"`
-	Attempt      int    `json:"attempt"`
-	ResultRef    string `json:"result_ref"`
-	ErrorType    string `json:"errorType"`
-	ErrorMessage string `json:"errorMessage"`
-	Retryable    *bool  `json:"retryable"`
-}
-
 // keyTally is what the deliveries of one key saw.
 type keyTally struct {
 	ok, dead, unsent, abandoned int
@@ -208,7 +196,7 @@ func deliver(ctx context.Context, f *fleet, t *tally, p *keyPlan, d *delivery, s
 			t.settle(p, d, "abandoned", clock)
 			return
 		}
-		var o outcome
+		var o handler.Outcome
 		if err == nil {
 			_ = json.Unmarshal(body, &o)
 		}
@@ -254,7 +242,7 @@ func invoke(ctx context.Context, base string, d *delivery, retry int) (int, http
 }
 
 // record counts one try and decides whether FC would deliver again.
-func (t *tally) record(p *keyPlan, d *delivery, retry int, inst string, status int, hdr http.Header, o outcome, err error, clock *timeline) (string, bool) {
+func (t *tally) record(p *keyPlan, d *delivery, retry int, inst string, status int, hdr http.Header, o handler.Outcome, err error, clock *timeline) (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := &t.keys[p.idx]
@@ -262,10 +250,10 @@ func (t *tally) record(p *keyPlan, d *delivery, retry int, inst string, status i
 	if retry > 0 {
 		t.retries++
 	}
-	if err == nil && o.Key != "" && o.Key != p.key {
-		k.wrongKey = append(k.wrongKey, fmt.Sprintf("%s answered key %s", inst, o.Key))
+	if err == nil && o.IdempotencyKey != "" && o.IdempotencyKey != p.key {
+		k.wrongKey = append(k.wrongKey, fmt.Sprintf("%s answered key %s", inst, o.IdempotencyKey))
 	}
-	if err == nil && o.Key != "" && !o.Duplicate && o.Decision != "" && o.Decision != "REJECTED" {
+	if err == nil && o.IdempotencyKey != "" && !o.Duplicate && o.Decision != "" && o.Decision != handler.DecisionRejected {
 		t.executions++
 	}
 	var what string

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/internal/dev/progress"
 )
 
@@ -50,19 +51,6 @@ func (r *Result) Class() string {
 		return "duplicate"
 	}
 	return "first"
-}
-
-// outcome is the function's answer (DESIGN §4.8) plus the failure fields.
-type outcome struct {
-	IdempotencyKey string `json:"idempotency_key"`
-	Status         string `json:"status"`
-	Duplicate      bool   `json:"duplicate"`
-	Decision       string `json:"decision"`
-	Attempt        int    `json:"attempt"`
-	ResultRef      string `json:"result_ref"`
-	RequestID      string `json:"request_id"`
-	ErrorType      string `json:"errorType"`
-	ErrorMessage   string `json:"errorMessage"`
 }
 
 // newClient is the one HTTP client of a run: the function's instances and the
@@ -116,7 +104,7 @@ func invoke(ctx context.Context, client *http.Client, base string, body []byte, 
 		r.Err = err.Error()
 		return
 	}
-	var o outcome
+	var o handler.Outcome
 	if err := json.Unmarshal(b, &o); err != nil {
 		r.Err = fmt.Sprintf("answer is not JSON: %.200s", b)
 		return
