@@ -77,7 +77,8 @@ func Start(ctx context.Context, bin string, o Options) (*Instance, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin)
-	cmd.Env = BaseEnv(append(o.Env, "FC_SERVER_PORT="+strconv.Itoa(port))...)
+	// A new slice: o.Env may be shared by callers starting several at once.
+	cmd.Env = append(BaseEnv(o.Env...), "FC_SERVER_PORT="+strconv.Itoa(port))
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
 	in.Cmd = cmd

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -88,6 +90,28 @@ func TestStartAndStop(t *testing.T) {
 	}
 	if !strings.Contains(in.Output(), "helper: SIGTERM") {
 		t.Errorf("output %q", in.Output())
+	}
+}
+
+// Callers start several instances with one env slice (scripts/chaos): Start
+// must not write into its spare capacity.
+func TestStartLeavesTheCallersEnvAlone(t *testing.T) {
+	env := make([]string, 1, 8)
+	env[0] = "PROC_HELPER=serve"
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			in, err := Start(context.Background(), os.Args[0], Options{Env: env})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			in.Stop()
+		})
+	}
+	wg.Wait()
+	if spare := env[1:cap(env)]; slices.ContainsFunc(spare, func(s string) bool { return s != "" }) {
+		t.Fatalf("Start wrote into the caller's env: %q", spare)
 	}
 }
 
