@@ -29,17 +29,15 @@ const DefaultMaxBody = 6 << 20
 // Server adapts the protocol to a handler.
 type Server struct {
 	Handle func(ctx context.Context, body []byte, meta handler.Meta) handler.Reply
-	// Init warms clients (POST /initialize); Stop closes them (pre-stop, SIGTERM).
-	Init    func(ctx context.Context) error
-	Stop    func(ctx context.Context) error
+	// Hooks: Init on POST /initialize, PreStop on GET /pre-stop (and
+	// /pre-freeze), Shutdown once when ListenAndServe ends (SIGTERM).
+	Hooks   handler.Hooks
 	Log     *slog.Logger
 	MaxBody int64
-	// Secrets registers per-invocation credentials with the log redactor.
-	Secrets func(values ...string)
 
-	inflight sync.WaitGroup
-	stopOnce sync.Once
-	stopErr  error
+	inflight     handler.Inflight
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // ServeHTTP routes one request.
@@ -52,11 +50,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/invoke" && r.Method == http.MethodPost:
 		s.invoke(w, r)
 	case path == "/initialize" && r.Method == http.MethodPost:
-		s.lifecycle(w, r, "Initialize", s.Init)
+		s.lifecycle(w, r, "Initialize", s.Hooks.Init)
 	case path == "/pre-stop" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
-		s.lifecycle(w, r, "PreStop", s.stop)
+		s.lifecycle(w, r, "PreStop", s.preStop)
 	case path == "/pre-freeze" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
-		s.lifecycle(w, r, "PreFreeze", nil)
+		// A frozen instance may never be thawed: flush as before a stop.
+		s.lifecycle(w, r, "PreFreeze", s.preStop)
 	default:
 		writeJSON(w, http.StatusNotFound, fmt.Appendf(nil, `{"errorType":"not_found","errorMessage":"no route %s %s"}`,
 			r.Method, strconv.Quote(path)), true)
@@ -101,11 +100,10 @@ func Deadline(h http.Header, now time.Time) (time.Time, bool) {
 }
 
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
-	s.inflight.Add(1)
-	defer s.inflight.Done()
+	defer s.inflight.Begin()()
 	meta := Meta(r.Header)
-	if s.Secrets != nil {
-		s.Secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)
+	if s.Hooks.Secrets != nil {
+		s.Hooks.Secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)
 	}
 	ctx := logx.With(r.Context(), slog.String("request_id", meta.RequestID), slog.String("fc_request_id", meta.RequestID))
 	if dl, ok := Deadline(r.Header, time.Now()); ok {
@@ -150,20 +148,27 @@ func (s *Server) lifecycle(w http.ResponseWriter, r *http.Request, name string, 
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`), false)
 }
 
-// stop waits for invocations in flight, then closes the clients once.
-func (s *Server) stop(ctx context.Context) error {
-	s.stopOnce.Do(func() {
-		done := make(chan struct{})
-		go func() { s.inflight.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-		if s.Stop != nil {
-			s.stopErr = s.Stop(context.WithoutCancel(ctx))
+// preStop waits for the invocations in flight (their counts belong in the
+// flush), then runs the PreStop hook; the instance keeps serving.
+func (s *Server) preStop(ctx context.Context) error {
+	s.inflight.Wait(ctx)
+	if s.Hooks.PreStop == nil {
+		return nil
+	}
+	// The wait may have used up ctx; the flush must still get its chance.
+	return s.Hooks.PreStop(context.WithoutCancel(ctx))
+}
+
+// shutdown waits for the invocations in flight, then closes the clients,
+// once.
+func (s *Server) shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		s.inflight.Wait(ctx)
+		if s.Hooks.Shutdown != nil {
+			s.shutdownErr = s.Hooks.Shutdown(context.WithoutCancel(ctx))
 		}
 	})
-	return s.stopErr
+	return s.shutdownErr
 }
 
 func failBody(typ, msg string) []byte {
@@ -180,7 +185,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte, failed bool) {
 }
 
 // ListenAndServe serves on addr until ctx ends (SIGTERM), then drains the
-// invocations in flight and closes the clients. ready, if not nil, receives
+// invocations in flight and runs the Shutdown hook. ready, if not nil, receives
 // the bound address once the socket listens.
 func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net.Addr)) error {
 	ln, err := net.Listen("tcp", addr)
@@ -202,7 +207,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = srv.Shutdown(shutdown)
-	if serr := s.stop(shutdown); err == nil {
+	if serr := s.shutdown(shutdown); err == nil {
 		err = serr
 	}
 	if errors.Is(err, http.ErrServerClosed) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -108,38 +110,93 @@ func TestRoutingAndFailures(t *testing.T) {
 	}
 }
 
-// pre-stop waits for the invocations in flight, then closes the clients once.
-func TestPreStopDrains(t *testing.T) {
-	release := make(chan struct{})
-	var mu sync.Mutex
-	var order []string
-	s := newServer(func(context.Context, []byte, handler.Meta) handler.Reply {
-		<-release
-		mu.Lock()
-		order = append(order, "invoke done")
-		mu.Unlock()
+// recorder is a set of hooks that log their calls in order.
+type recorder struct {
+	mu    sync.Mutex
+	order []string
+}
+
+func (r *recorder) add(what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.order = append(r.order, what)
+}
+
+func (r *recorder) calls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.order...)
+}
+
+func (r *recorder) hooks() handler.Hooks {
+	return handler.Hooks{
+		PreStop:  func(context.Context) error { r.add("pre-stop"); return nil },
+		Shutdown: func(context.Context) error { r.add("shutdown"); return nil },
+	}
+}
+
+// Pre-stop waits for the invocations in flight, then flushes; the instance
+// keeps serving (FC may thaw it and invoke it again), and it may come again.
+func TestPreStopFlushesAndKeepsServing(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{}, 2)
+	rec := &recorder{}
+	s := newServer(func(_ context.Context, body []byte, _ handler.Meta) handler.Reply {
+		if string(body) == "slow" {
+			started <- struct{}{}
+			<-release
+		}
+		rec.add("invoke " + string(body))
 		return handler.Reply{Status: 200, Body: []byte(`{}`)}
 	})
-	stops := 0
-	s.Stop = func(context.Context) error {
-		mu.Lock()
-		order = append(order, "stopped")
-		stops++
-		mu.Unlock()
-		return nil
-	}
-	go s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/invoke", strings.NewReader("x")))
-	time.Sleep(50 * time.Millisecond)
+	s.Hooks = rec.hooks()
+	go s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/invoke", strings.NewReader("slow")))
+	<-started
 	done := make(chan struct{})
 	go func() {
 		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/pre-stop", nil))
 		close(done)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("pre-stop returned while an invocation runs")
+	case <-time.After(50 * time.Millisecond):
+	}
 	close(release)
 	<-done
-	s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/pre-stop", nil))
-	if len(order) != 2 || order[0] != "invoke done" || order[1] != "stopped" || stops != 1 {
-		t.Fatalf("order %v, stops %d", order, stops)
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest("POST", "/invoke", strings.NewReader("after")))
+	if w.Code != 200 {
+		t.Fatalf("invocation after pre-stop: %d %s", w.Code, w.Body)
+	}
+	s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/pre-freeze", nil))
+	want := []string{"invoke slow", "pre-stop", "invoke after", "pre-stop"}
+	if got := rec.calls(); !slices.Equal(got, want) {
+		t.Fatalf("calls %v, want %v (no shutdown before SIGTERM)", got, want)
+	}
+}
+
+// The end of ListenAndServe (SIGTERM) drains and runs Shutdown once.
+func TestShutdownWhenServingEnds(t *testing.T) {
+	rec := &recorder{}
+	s := newServer(func(context.Context, []byte, handler.Meta) handler.Reply {
+		return handler.Reply{Status: 200, Body: []byte(`{}`)}
+	})
+	s.Hooks = rec.hooks()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe(ctx, "127.0.0.1:0", func(a net.Addr) { ready <- a.String() }) }()
+	addr := <-ready
+	resp, err := http.Post("http://"+addr+"/invoke", "application/octet-stream", strings.NewReader("x"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("invoke: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.calls(); !slices.Equal(got, []string{"shutdown"}) {
+		t.Fatalf("calls %v, want one shutdown", got)
 	}
 }

@@ -23,7 +23,10 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"sync"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/aliyun/fc-runtime-go-sdk/fc"
 	"github.com/aliyun/fc-runtime-go-sdk/fc/messages"
@@ -45,25 +48,65 @@ const (
 	ErrorTypeDefault = "HandlerError"
 )
 
+// ShutdownGrace bounds the wait for the invocations in flight at SIGTERM,
+// as the custom runtime's ListenAndServe does.
+const ShutdownGrace = 30 * time.Second
+
 // Start registers the lifecycle hooks and runs the SDK loop against
-// $FC_RUNTIME_API. It never returns: the SDK exits the process (log.Fatalf)
-// if its loop ends. init runs on FC's Initializer call, stop on PreStop
-// (after the invocations in flight have finished); either may be nil.
-// secrets receives each invocation's AccessKey secret and STS token so the
-// log redactor knows them.
-func Start(handle Handle, init func(ctx context.Context) error, stop func(ctx context.Context) error,
-	secrets func(values ...string)) {
-	var fl inflight
-	fc.RegisterInitializerFunction(Initializer(init))
-	fc.RegisterPreStopFunction(PreStop(func(ctx context.Context) error {
-		fl.wait(ctx) // closing clients under a running invocation would fail it
-		if stop == nil {
-			return nil
-		}
-		// The wait may have used up ctx; closing must still get its chance.
-		return stop(context.WithoutCancel(ctx))
-	}))
-	fc.Start(Handler(fl.track(handle), secrets))
+// $FC_RUNTIME_API. hooks.Init runs on FC's Initializer call, hooks.PreStop on
+// PreStop (after the invocations in flight have finished; the loop goes on
+// serving), hooks.Shutdown on SIGTERM (after them too), and then the process
+// exits 0; hooks.Secrets receives each invocation's AccessKey secret and STS
+// token for the log redactor. Start never returns: the SDK exits the process
+// (log.Fatalf) if its loop ends.
+func Start(handle Handle, hooks handler.Hooks) {
+	var fl handler.Inflight
+	fc.RegisterInitializerFunction(Initializer(hooks.Init))
+	fc.RegisterPreStopFunction(PreStop(afterInflight(&fl, hooks.PreStop)))
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		os.Exit(shutdown(&fl, hooks.Shutdown))
+	}()
+	fc.Start(Handler(track(&fl, handle), hooks.Secrets))
+}
+
+// afterInflight runs fn once no invocation runs (or ctx ends): a flush then
+// counts the invocations that were finishing.
+func afterInflight(fl *handler.Inflight, fn func(context.Context) error) func(context.Context) error {
+	if fn == nil {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		fl.Wait(ctx)
+		// The wait may have used up ctx; fn must still get its chance.
+		return fn(context.WithoutCancel(ctx))
+	}
+}
+
+// shutdown waits (at most ShutdownGrace) for the invocations in flight,
+// runs fn, and returns the exit code.
+func shutdown(fl *handler.Inflight, fn func(context.Context) error) int {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	fl.Wait(ctx)
+	if fn == nil {
+		return 0
+	}
+	if err := fn(context.WithoutCancel(ctx)); err != nil {
+		slog.Error("shutdown failed", "error", err.Error())
+		return 1
+	}
+	return 0
+}
+
+// track counts h's invocations in fl.
+func track(fl *handler.Inflight, h Handle) Handle {
+	return func(ctx context.Context, body []byte, meta handler.Meta) handler.Reply {
+		defer fl.Begin()()
+		return h(ctx, body, meta)
+	}
 }
 
 // Handler returns the SDK event handler for handle: it builds the Meta from
@@ -154,10 +197,10 @@ func Initializer(init func(ctx context.Context) error) func(ctx context.Context)
 	return lifecycle("initializer", ErrorTypeInitialize, init)
 }
 
-// PreStop returns the SDK pre-stop hook for stop; a failure is reported like
+// PreStop returns the SDK pre-stop hook for fn; a failure is reported like
 // the initializer's, with errorType ErrorTypePreStop.
-func PreStop(stop func(ctx context.Context) error) func(ctx context.Context) {
-	return lifecycle("pre-stop", ErrorTypePreStop, stop)
+func PreStop(fn func(ctx context.Context) error) func(ctx context.Context) {
+	return lifecycle("pre-stop", ErrorTypePreStop, fn)
 }
 
 func lifecycle(name, errType string, fn func(ctx context.Context) error) func(ctx context.Context) {
@@ -169,47 +212,5 @@ func lifecycle(name, errType string, fn func(ctx context.Context) error) func(ct
 			slog.ErrorContext(ctx, name+" failed", "request_id", Meta(ctx).RequestID, "error", err.Error())
 			panic(messages.InvokeResponse_Error{Message: err.Error(), Type: errType})
 		}
-	}
-}
-
-// inflight counts running invocations so pre-stop can wait for them: the
-// SDK runs each invocation (and the pre-stop call) in its own goroutine.
-type inflight struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0; nil while n is 0
-}
-
-func (f *inflight) track(h Handle) Handle {
-	return func(ctx context.Context, body []byte, meta handler.Meta) handler.Reply {
-		f.mu.Lock()
-		if f.n == 0 {
-			f.idle = make(chan struct{})
-		}
-		f.n++
-		f.mu.Unlock()
-		defer func() {
-			f.mu.Lock()
-			if f.n--; f.n == 0 {
-				close(f.idle)
-				f.idle = nil
-			}
-			f.mu.Unlock()
-		}()
-		return h(ctx, body, meta)
-	}
-}
-
-// wait returns when no invocation runs or ctx (the pre-stop deadline) ends.
-func (f *inflight) wait(ctx context.Context) {
-	f.mu.Lock()
-	idle := f.idle
-	f.mu.Unlock()
-	if idle == nil {
-		return
-	}
-	select {
-	case <-idle:
-	case <-ctx.Done():
 	}
 }

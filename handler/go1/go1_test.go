@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/aliyun/fc-runtime-go-sdk/fc"
 	"github.com/aliyun/fc-runtime-go-sdk/fc/messages"
@@ -173,39 +172,4 @@ func TestLifecycle(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestInflightWait(t *testing.T) {
-	var fl inflight
-	release := make(chan struct{})
-	started := make(chan struct{})
-	h := fl.track(func(context.Context, []byte, handler.Meta) handler.Reply {
-		close(started)
-		<-release
-		return handler.Reply{}
-	})
-	go h(context.Background(), nil, handler.Meta{})
-	<-started
-
-	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	fl.wait(short) // must give up at the deadline
-	if short.Err() == nil {
-		t.Fatal("wait returned before the invocation ended or the deadline passed")
-	}
-
-	done := make(chan struct{})
-	go func() { fl.wait(context.Background()); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("wait returned while an invocation runs")
-	case <-time.After(20 * time.Millisecond):
-	}
-	close(release)
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("wait did not return after the invocation ended")
-	}
-	fl.wait(context.Background()) // idle: returns at once
 }

@@ -11,23 +11,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/internal/dev/proc"
+	"github.com/idemgate/idemgate/internal/dev/runtimeapi"
 )
-
-// Runtime API paths of fc-runtime-go-sdk v0.3.1 (runtime_api_client.go).
-const apiPrefix = "/2020-11-11/runtime/invocation/"
 
 // echo is what the helper's handle answers: what reached it.
 type echo struct {
@@ -70,128 +67,33 @@ func TestHelperProcess(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return fakeReply(body, meta, inits.Load(), secrets)
-	}, func(context.Context) error {
-		if os.Getenv("GO1_HELPER_INIT_FAIL") == "1" {
-			return errors.New("warm-up failed: db unreachable")
-		}
-		inits.Add(1)
-		return nil
-	}, func(context.Context) error {
-		fmt.Println("helper: stop called")
-		return nil
-	}, func(v ...string) {
-		mu.Lock()
-		defer mu.Unlock()
-		secrets = append(secrets, v...)
+	}, handler.Hooks{
+		Init: func(context.Context) error {
+			if os.Getenv("GO1_HELPER_INIT_FAIL") == "1" {
+				return errors.New("warm-up failed: db unreachable")
+			}
+			inits.Add(1)
+			return nil
+		},
+		PreStop: func(context.Context) error {
+			fmt.Println("helper: pre-stop called")
+			return nil
+		},
+		Shutdown: func(context.Context) error {
+			fmt.Println("helper: shutdown called")
+			return nil
+		},
+		Secrets: func(v ...string) {
+			mu.Lock()
+			defer mu.Unlock()
+			secrets = append(secrets, v...)
+		},
 	})
-}
-
-// invocation is one item the stand-in hands out on GET next.
-type invocation struct {
-	id       string
-	funcType string // x-fc-function-type: "" an event, "1" initializer, "2" pre-stop
-	body     string
-	headers  map[string]string
-}
-
-// post is what the SDK sent back for one invocation.
-type post struct {
-	id, kind    string // kind: "response", "error", or "unexpected <method> <path>"
-	contentType string
-	body        []byte
-}
-
-// standIn serves the runtime API one invocation at a time, as FC does for a
-// single-concurrency instance: the next invocation is handed out only after
-// the previous one was answered, so the initializer completes first. When
-// the queue is empty, GET next blocks until the test ends.
-type standIn struct {
-	queue chan invocation
-	turn  chan struct{}
-	posts chan post
-	done  chan struct{}
-}
-
-func newStandIn(invs []invocation) *standIn {
-	s := &standIn{queue: make(chan invocation, len(invs)), turn: make(chan struct{}, 1),
-		posts: make(chan post, len(invs)+16), done: make(chan struct{})}
-	for _, inv := range invs {
-		s.queue <- inv
-	}
-	s.turn <- struct{}{}
-	return s
-}
-
-func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rest, ok := strings.CutPrefix(r.URL.Path, apiPrefix)
-	switch {
-	case ok && r.Method == http.MethodGet && rest == "next":
-		s.next(w, r)
-		return
-	case ok && r.Method == http.MethodPost:
-		if id, kind, ok := strings.Cut(rest, "/"); ok && (kind == "response" || kind == "error") {
-			body, _ := io.ReadAll(r.Body)
-			s.posts <- post{id: id, kind: kind, contentType: r.Header.Get("Content-Type"), body: body}
-			s.turn <- struct{}{}
-			return
-		}
-	}
-	s.posts <- post{kind: "unexpected " + r.Method + " " + r.URL.Path}
-	http.NotFound(w, r)
-}
-
-func (s *standIn) next(w http.ResponseWriter, r *http.Request) {
-	select {
-	case <-s.turn:
-	case <-s.done:
-		return
-	case <-r.Context().Done():
-		return
-	}
-	var inv invocation
-	select {
-	case inv = <-s.queue:
-	default:
-		select { // nothing left: hold the poll like an idle instance
-		case <-s.done:
-		case <-r.Context().Done():
-		}
-		return
-	}
-	h := w.Header()
-	h.Set("x-fc-request-id", inv.id)
-	h.Set("x-fc-function-deadline", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10))
-	h.Set("x-fc-function-timeout", "60")
-	if inv.funcType != "" {
-		h.Set("x-fc-function-type", inv.funcType)
-	}
-	for k, v := range inv.headers {
-		h.Set(k, v)
-	}
-	_, _ = io.WriteString(w, inv.body)
-}
-
-// syncBuffer collects a subprocess's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // eventually reports whether b comes to contain s: the process wrote it
 // before answering, but the pipe is copied into b asynchronously.
-func eventually(b *syncBuffer, s string) bool {
+func eventually(b *proc.Buffer, s string) bool {
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		if strings.Contains(b.String(), s) {
 			return true
@@ -202,29 +104,31 @@ func eventually(b *syncBuffer, s string) bool {
 
 // fnProcess is the running helper process and its stand-in.
 type fnProcess struct {
-	api            *standIn
-	stdout, stderr *syncBuffer
+	api            *runtimeapi.Server
+	cmd            *exec.Cmd
+	stdout, stderr *proc.Buffer
+	exited         chan error // receives cmd.Wait's result
 }
 
-func startFunction(t *testing.T, invs []invocation, env ...string) *fnProcess {
+func startFunction(t *testing.T, invs []runtimeapi.Invocation, env ...string) *fnProcess {
 	t.Helper()
-	api := newStandIn(invs)
-	srv := httptest.NewServer(api)
-	p := &fnProcess{api: api, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	api := runtimeapi.Start(invs...)
+	p := &fnProcess{api: api, stdout: &proc.Buffer{}, stderr: &proc.Buffer{}}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), append([]string{"GO1_HELPER=1",
-		"FC_RUNTIME_API=" + srv.Listener.Addr().String()}, env...)...) // host:port, the SDK adds http://
+	cmd.Env = append(os.Environ(), append([]string{"GO1_HELPER=1", "FC_RUNTIME_API=" + api.Addr()}, env...)...)
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {
-		srv.Close()
+		api.Close()
 		t.Fatal(err)
 	}
+	p.cmd, p.exited = cmd, make(chan error, 1)
+	go func() { p.exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		// The SDK loop never ends by itself; the killed process drops its poll.
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		close(api.done)
-		srv.Close()
+		<-p.exited
+		p.exited <- nil
+		api.Close()
 		if strings.Contains(p.stderr.String(), "DATA RACE") {
 			t.Errorf("race in the function process:\n%s", p.stderr)
 		}
@@ -236,20 +140,20 @@ func startFunction(t *testing.T, invs []invocation, env ...string) *fnProcess {
 }
 
 // collect waits for n answers, keyed by request id.
-func (p *fnProcess) collect(t *testing.T, n int) map[string]post {
+func (p *fnProcess) collect(t *testing.T, n int) map[string]runtimeapi.Post {
 	t.Helper()
-	got := map[string]post{}
+	got := map[string]runtimeapi.Post{}
 	timeout := time.After(60 * time.Second)
 	for len(got) < n {
 		select {
-		case ps := <-p.api.posts:
-			if strings.HasPrefix(ps.kind, "unexpected") {
-				t.Fatalf("SDK sent %s", ps.kind)
+		case ps := <-p.api.Posts():
+			if strings.HasPrefix(ps.Kind, "unexpected") {
+				t.Fatalf("SDK sent %s", ps.Kind)
 			}
-			if _, dup := got[ps.id]; dup {
-				t.Fatalf("two answers for %s", ps.id)
+			if _, dup := got[ps.ID]; dup {
+				t.Fatalf("two answers for %s", ps.ID)
 			}
-			got[ps.id] = ps
+			got[ps.ID] = ps
 		case <-timeout:
 			t.Fatalf("got %d of %d answers: %+v", len(got), n, got)
 		}
@@ -275,27 +179,27 @@ func TestRuntimeAPI(t *testing.T) {
 	}
 	okBody := `{"task":"summarize","text":"héllo <world> & co"}`
 	rawBody := "plain text, not JSON"
-	p := startFunction(t, []invocation{
-		{id: "init-1", funcType: "1"},
-		{id: "req-ok", body: okBody, headers: with(map[string]string{"x-fc-retry-count": "2"})},
-		{id: "req-raw", body: rawBody, headers: with(nil)},
-		{id: "req-fail", body: failPayload, headers: with(nil)},
-		{id: "stop-1", funcType: "2"},
+	p := startFunction(t, []runtimeapi.Invocation{
+		{ID: "init-1", FuncType: runtimeapi.TypeInitializer},
+		{ID: "req-ok", Body: okBody, Headers: with(map[string]string{"x-fc-retry-count": "2"})},
+		{ID: "req-raw", Body: rawBody, Headers: with(nil)},
+		{ID: "req-fail", Body: failPayload, Headers: with(nil)},
+		{ID: "stop-1", FuncType: runtimeapi.TypePreStop},
 	})
 	got := p.collect(t, 5)
 
 	for id, ps := range got {
-		if ps.contentType != "application/json" {
-			t.Errorf("%s: Content-Type %q", id, ps.contentType)
+		if ps.ContentType != "application/json" {
+			t.Errorf("%s: Content-Type %q", id, ps.ContentType)
 		}
 	}
 	for _, id := range []string{"init-1", "stop-1"} {
-		if ps := got[id]; ps.kind != "response" || len(ps.body) != 0 {
-			t.Errorf("%s: posted to /%s with %q, want an empty /response", id, ps.kind, ps.body)
+		if ps := got[id]; ps.Kind != "response" || len(ps.Body) != 0 {
+			t.Errorf("%s: posted to /%s with %q, want an empty /response", id, ps.Kind, ps.Body)
 		}
 	}
-	if !eventually(p.stdout, "helper: stop called") {
-		t.Error("pre-stop did not call stop")
+	if !eventually(p.stdout, "helper: pre-stop called") {
+		t.Error("pre-stop did not call the PreStop hook")
 	}
 
 	secrets := []string{"test-secret-value", "test-sts-token"}
@@ -317,45 +221,84 @@ func TestRuntimeAPI(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ps := got[tc.id]
 			want := fakeReply([]byte(tc.body), tc.meta, 1, tc.secrets).Body
-			if ps.kind != "response" || !bytes.Equal(ps.body, want) {
-				t.Fatalf("posted to /%s:\n%s\nwant /response with the reply body itself:\n%s", ps.kind, ps.body, want)
+			if ps.Kind != "response" || !bytes.Equal(ps.Body, want) {
+				t.Fatalf("posted to /%s:\n%s\nwant /response with the reply body itself:\n%s", ps.Kind, ps.Body, want)
 			}
 		})
 	}
 
 	t.Run("failure reply goes to /error", func(t *testing.T) {
 		ps := got["req-fail"]
-		if ps.kind != "error" {
-			t.Fatalf("posted to /%s: %s", ps.kind, ps.body)
+		if ps.Kind != "error" {
+			t.Fatalf("posted to /%s: %s", ps.Kind, ps.Body)
 		}
 		var e struct {
 			ErrorMessage string `json:"errorMessage"`
 			ErrorType    string `json:"errorType"`
 		}
-		if err := json.Unmarshal(ps.body, &e); err != nil {
-			t.Fatalf("error body %s: %v", ps.body, err)
+		if err := json.Unmarshal(ps.Body, &e); err != nil {
+			t.Fatalf("error body %s: %v", ps.Body, err)
 		}
 		want := fakeReply([]byte(failPayload), handler.Meta{RequestID: "req-fail"}, 0, nil)
 		if e.ErrorType != "boom" || e.ErrorMessage != string(want.Body) {
-			t.Errorf("error body %s; want errorType boom and errorMessage %s", ps.body, want.Body)
+			t.Errorf("error body %s; want errorType boom and errorMessage %s", ps.Body, want.Body)
 		}
 	})
 }
 
 func TestRuntimeAPIInitFailure(t *testing.T) {
-	p := startFunction(t, []invocation{{id: "init-1", funcType: "1"}}, "GO1_HELPER_INIT_FAIL=1")
+	p := startFunction(t, []runtimeapi.Invocation{{ID: "init-1", FuncType: runtimeapi.TypeInitializer}}, "GO1_HELPER_INIT_FAIL=1")
 	ps := p.collect(t, 1)["init-1"]
-	if ps.kind != "error" {
-		t.Fatalf("failed initializer posted to /%s: %s", ps.kind, ps.body)
+	if ps.Kind != "error" {
+		t.Fatalf("failed initializer posted to /%s: %s", ps.Kind, ps.Body)
 	}
 	var e map[string]any
-	if err := json.Unmarshal(ps.body, &e); err != nil {
+	if err := json.Unmarshal(ps.Body, &e); err != nil {
 		t.Fatal(err)
 	}
 	if e["errorType"] != ErrorTypeInitialize || e["errorMessage"] != "warm-up failed: db unreachable" {
-		t.Errorf("error body %s", ps.body)
+		t.Errorf("error body %s", ps.Body)
 	}
 	if !eventually(p.stderr, "initializer failed") {
 		t.Errorf("init error not logged; stderr:\n%s", p.stderr)
+	}
+}
+
+// TestRuntimeAPIPreStopKeepsServing: FC calls PreStop before a freeze as
+// well as before destruction, so the loop must serve after it, and only
+// SIGTERM runs Shutdown (then the process exits 0).
+func TestRuntimeAPIPreStopKeepsServing(t *testing.T) {
+	p := startFunction(t, []runtimeapi.Invocation{
+		{ID: "init-1", FuncType: runtimeapi.TypeInitializer},
+		{ID: "req-before", Body: `{"n":1}`},
+		{ID: "stop-1", FuncType: runtimeapi.TypePreStop},
+		{ID: "req-after", Body: `{"n":2}`},
+	})
+	got := p.collect(t, 4)
+	for _, id := range []string{"req-before", "stop-1", "req-after"} {
+		if got[id].Kind != "response" {
+			t.Errorf("%s: posted to /%s: %s", id, got[id].Kind, got[id].Body)
+		}
+	}
+	if !eventually(p.stdout, "helper: pre-stop called") {
+		t.Fatal("pre-stop did not call the PreStop hook")
+	}
+	if strings.Contains(p.stdout.String(), "shutdown called") {
+		t.Fatal("pre-stop ran the Shutdown hook")
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("after SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the process did not exit after SIGTERM")
+	}
+	if !strings.Contains(p.stdout.String(), "helper: shutdown called") {
+		t.Error("SIGTERM did not run the Shutdown hook")
 	}
 }

@@ -6,44 +6,39 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
 )
 
-// Defaults (DESIGN §4.4).
-const (
-	DefaultBaseURL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
-	DefaultModel   = "qwen-plus"
-	DefaultTimeout = 60 * time.Second
-	// OfflineModel selects the built-in deterministic model.
-	OfflineModel = "offline"
-)
+// OfflineModel selects the built-in deterministic model.
+const OfflineModel = "offline"
 
-// Environment variables read by [ConfigFromEnv].
+// The environment variables internal/config reads a Config from; the
+// errors name them, as that is what a user has to fix.
 const (
 	EnvBaseURL   = "LLM_BASE_URL"
 	EnvAPIKey    = "LLM_API_KEY"
 	EnvAPIKeyAlt = "DASHSCOPE_API_KEY"
 	EnvModel     = "LLM_MODEL"
-	EnvTimeout   = "LLM_TIMEOUT_SECONDS"
 )
 
 // CodeInvalidConfig is the error code of a bad [Config] (a startup error).
 const CodeInvalidConfig = "invalid_config"
 
-// maxTimeout bounds LLM_TIMEOUT_SECONDS: FC invocations last at most 24 h, and
-// a typo such as 6000 should not park a worker for hours.
+// maxTimeout bounds Timeout: a value such as 6000 s should not park a
+// worker for hours (internal/config allows at most 3600 s too).
 const maxTimeout = time.Hour
 
-// Config configures [New]. Zero fields take the defaults.
+// Config configures [New]; internal/config fills it from the environment,
+// with its defaults. Every field but HTTPClient is required, except that
+// the offline model needs none.
 type Config struct {
-	BaseURL string // default DefaultBaseURL
-	APIKey  string // required unless Model is "offline"
-	Model   string // default DefaultModel; "offline" selects [Offline]
-	// Timeout bounds one Complete call, body included (default 60 s).
+	BaseURL string
+	APIKey  string
+	Model   string // "offline" selects [Offline]
+	// Timeout bounds one Complete call, body included: in (0, 1 h].
 	Timeout time.Duration
 	// HTTPClient is used as a template (default: a fresh client). Redirects are
 	// never followed: an API that redirects a POST is misconfigured.
@@ -107,44 +102,16 @@ func New(cfg Config) (Completer, error) {
 	return NewHTTPClient(cfg)
 }
 
-// ConfigFromEnv reads LLM_BASE_URL, LLM_API_KEY (else DASHSCOPE_API_KEY),
-// LLM_MODEL and LLM_TIMEOUT_SECONDS through lookup (os.LookupEnv in main).
-// A bad value is an error that names the variable; [New] checks the rest.
-func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
-	get := func(name string) string {
-		v, _ := lookup(name)
-		return strings.TrimSpace(v)
-	}
-	cfg := Config{BaseURL: get(EnvBaseURL), APIKey: get(EnvAPIKey), Model: get(EnvModel)}
-	if cfg.APIKey == "" {
-		cfg.APIKey = get(EnvAPIKeyAlt)
-	}
-	if s := get(EnvTimeout); s != "" {
-		secs, err := strconv.ParseFloat(s, 64)
-		if err != nil || secs <= 0 || secs > maxTimeout.Seconds() {
-			return Config{}, configErr("%s must be a number of seconds in (0, %d], got %q", EnvTimeout, int(maxTimeout.Seconds()), s)
-		}
-		cfg.Timeout = time.Duration(secs * float64(time.Second))
-	}
-	return cfg, nil
-}
-
-// withDefaults fills zero fields and checks the rest.
-func (c Config) withDefaults() (Config, *url.URL, error) {
+// check trims the fields and checks them.
+func (c Config) check() (Config, *url.URL, error) {
 	c.BaseURL = strings.TrimSpace(c.BaseURL)
 	c.Model = strings.TrimSpace(c.Model)
 	c.APIKey = strings.TrimSpace(c.APIKey)
-	if c.BaseURL == "" {
-		c.BaseURL = DefaultBaseURL
-	}
-	if c.Model == "" {
-		c.Model = DefaultModel
-	}
 	switch {
-	case c.Timeout < 0 || c.Timeout > maxTimeout:
+	case c.Model == "":
+		return c, nil, configErr("%s is required (a model name, or %s)", EnvModel, OfflineModel)
+	case c.Timeout <= 0 || c.Timeout > maxTimeout:
 		return c, nil, configErr("LLM timeout must be in (0, %s], got %s", maxTimeout, c.Timeout)
-	case c.Timeout == 0:
-		c.Timeout = DefaultTimeout
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {

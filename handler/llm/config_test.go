@@ -8,6 +8,16 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 )
 
+// validConfig is a complete Config of the HTTP client; cases change one field.
+func validConfig(change func(*Config)) Config {
+	c := Config{BaseURL: "https://dashscope.aliyuncs.com/compatible-mode/v1/", APIKey: testKey, Model: "qwen-plus",
+		Timeout: 60 * time.Second}
+	if change != nil {
+		change(&c)
+	}
+	return c
+}
+
 func TestNewChoosesModel(t *testing.T) {
 	for _, model := range []string{"offline", " Offline "} {
 		c, err := New(Config{Model: model})
@@ -18,7 +28,7 @@ func TestNewChoosesModel(t *testing.T) {
 			t.Errorf("New(%q) = %T, want *Offline", model, c)
 		}
 	}
-	c, err := New(Config{APIKey: testKey})
+	c, err := New(validConfig(nil))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -26,8 +36,9 @@ func TestNewChoosesModel(t *testing.T) {
 	if !ok {
 		t.Fatalf("New = %T, want *HTTPClient", c)
 	}
-	if hc.endpoint != DefaultBaseURL+"/chat/completions" || hc.model != DefaultModel || hc.timeout != DefaultTimeout {
-		t.Errorf("defaults not applied: %v", hc)
+	if hc.endpoint != "https://dashscope.aliyuncs.com/compatible-mode/v1/chat/completions" || hc.model != "qwen-plus" ||
+		hc.timeout != time.Minute {
+		t.Errorf("config not applied: %v", hc)
 	}
 }
 
@@ -37,14 +48,17 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		cfg  Config
 		want []string
 	}{
-		{"missing key", Config{}, []string{"LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL=offline"}},
-		{"blank key", Config{APIKey: "  ", Model: "qwen-max"}, []string{"LLM_API_KEY", `"qwen-max"`}},
-		{"not http", Config{APIKey: testKey, BaseURL: "ftp://host/v1"}, []string{"LLM_BASE_URL"}},
-		{"no host", Config{APIKey: testKey, BaseURL: "https:///v1"}, []string{"LLM_BASE_URL"}},
-		{"query", Config{APIKey: testKey, BaseURL: "https://host/v1?key=x"}, []string{"LLM_BASE_URL"}},
-		{"newline in key", Config{APIKey: "sk-abc\x01def"}, []string{"LLM_API_KEY"}},
-		{"negative timeout", Config{APIKey: testKey, Timeout: -time.Second}, []string{"timeout"}},
-		{"huge timeout", Config{APIKey: testKey, Timeout: 2 * time.Hour}, []string{"timeout"}},
+		{"missing key", validConfig(func(c *Config) { c.APIKey = "" }), []string{"LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL=offline"}},
+		{"blank key", validConfig(func(c *Config) { c.APIKey, c.Model = "  ", "qwen-max" }), []string{"LLM_API_KEY", `"qwen-max"`}},
+		{"no model", validConfig(func(c *Config) { c.Model = " " }), []string{"LLM_MODEL", "offline"}},
+		{"no base URL", validConfig(func(c *Config) { c.BaseURL = "" }), []string{"LLM_BASE_URL"}},
+		{"not http", validConfig(func(c *Config) { c.BaseURL = "ftp://host/v1" }), []string{"LLM_BASE_URL"}},
+		{"no host", validConfig(func(c *Config) { c.BaseURL = "https:///v1" }), []string{"LLM_BASE_URL"}},
+		{"query", validConfig(func(c *Config) { c.BaseURL = "https://host/v1?key=x" }), []string{"LLM_BASE_URL"}},
+		{"newline in key", validConfig(func(c *Config) { c.APIKey = "sk-abc\x01def" }), []string{"LLM_API_KEY"}},
+		{"no timeout", validConfig(func(c *Config) { c.Timeout = 0 }), []string{"timeout"}},
+		{"negative timeout", validConfig(func(c *Config) { c.Timeout = -time.Second }), []string{"timeout"}},
+		{"huge timeout", validConfig(func(c *Config) { c.Timeout = 2 * time.Hour }), []string{"timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -60,32 +74,5 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestConfigFromEnv(t *testing.T) {
-	env := func(m map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
-	cfg, err := ConfigFromEnv(env(map[string]string{
-		"LLM_BASE_URL": "https://dashscope-intl.aliyuncs.com/compatible-mode/v1", "DASHSCOPE_API_KEY": " sk-alt ",
-		"LLM_MODEL": "qwen-max", "LLM_TIMEOUT_SECONDS": "2.5",
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.APIKey != "sk-alt" || cfg.Model != "qwen-max" || cfg.Timeout != 2500*time.Millisecond ||
-		cfg.BaseURL != "https://dashscope-intl.aliyuncs.com/compatible-mode/v1" {
-		t.Errorf("cfg = %#v (key %q)", cfg, cfg.APIKey)
-	}
-	cfg, _ = ConfigFromEnv(env(map[string]string{"LLM_API_KEY": "sk-main", "DASHSCOPE_API_KEY": "sk-alt"}))
-	if cfg.APIKey != "sk-main" {
-		t.Errorf("LLM_API_KEY must win over DASHSCOPE_API_KEY")
-	}
-	for _, bad := range []string{"0", "-1", "abc", "99999"} {
-		_, err := ConfigFromEnv(env(map[string]string{"LLM_TIMEOUT_SECONDS": bad}))
-		if err == nil || !strings.Contains(err.Error(), "LLM_TIMEOUT_SECONDS") {
-			t.Errorf("LLM_TIMEOUT_SECONDS=%q: err = %v", bad, err)
-		}
 	}
 }

@@ -7,8 +7,8 @@
 // Package llm calls a chat-completion model for the task pipeline (DESIGN §4.11).
 //
 // [HTTPClient] speaks the OpenAI-compatible POST {BaseURL}/chat/completions
-// (DashScope's compatible mode by default). It sends the business key as
-// Idempotency-Key and the request id as X-Request-Id, never retries by
+// (internal/config defaults BaseURL to DashScope's compatible mode). It sends
+// the business key as Idempotency-Key and the request id as X-Request-Id, never retries by
 // itself (the task's retry policy decides), bounds what it reads, and returns
 // only errors classified with [idempotency.Retryable] or [idempotency.Final].
 // Error strings carry the HTTP status and the provider's code and message

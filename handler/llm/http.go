@@ -35,7 +35,7 @@ type HTTPClient struct {
 // NewHTTPClient checks cfg (see [Config]) and returns a client. Errors are
 // FINAL invalid_config.
 func NewHTTPClient(cfg Config) (*HTTPClient, error) {
-	cfg, u, err := cfg.withDefaults()
+	cfg, u, err := cfg.check()
 	if err != nil {
 		return nil, err
 	}

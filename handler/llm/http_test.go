@@ -17,7 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/idempotency"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 // testKey is distinctive so that a leak is found by a plain substring search.
@@ -305,10 +305,10 @@ func TestErrorsNeverContainAPIKey(t *testing.T) {
 	}
 	t.Run("config errors", func(t *testing.T) {
 		for _, cfg := range []Config{
-			{APIKey: testKey, BaseURL: "ftp://x"},
-			{APIKey: testKey, BaseURL: "https://user:" + testKey + "@[::bad"}, // url.Parse errors repeat the URL
-			{APIKey: testKey + "\x00"},
-			{APIKey: testKey, Timeout: -1},
+			validConfig(func(c *Config) { c.BaseURL = "ftp://x" }),
+			validConfig(func(c *Config) { c.BaseURL = "https://user:" + testKey + "@[::bad" }), // url.Parse errors repeat the URL
+			validConfig(func(c *Config) { c.APIKey = testKey + "\x00" }),
+			validConfig(func(c *Config) { c.Timeout = -1 }),
 		} {
 			_, err := NewHTTPClient(cfg)
 			if err == nil {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/internal/transport"
 )
 

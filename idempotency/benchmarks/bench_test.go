@@ -15,8 +15,8 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
-	"github.com/idemgate/idemgate/internal/bare"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/bare"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 type rig struct {

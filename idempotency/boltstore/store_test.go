@@ -9,7 +9,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/idemtest"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 func open(t *testing.T, dir string) *boltstore.Store {

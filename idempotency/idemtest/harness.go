@@ -9,7 +9,7 @@ import (
 
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 // StoreOnly is the harness of a durable store without a fast layer.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/idemgate/idemgate/idempotency/idemtest"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 func open(t *testing.T) *mysqlstore.Store {

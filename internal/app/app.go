@@ -35,6 +35,7 @@ type App struct {
 	Pipeline *handler.Pipeline
 	MySQL    *mysqlstore.Store // nil with the embedded store
 	Embedded *boltstore.Store  // nil with MySQL
+	recorder *idempotency.Recorder
 	closers  []func() error
 }
 
@@ -78,6 +79,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		a.closers = append(a.closers, s.Close)
 	}
 	rec := idempotency.NewRecorder(store, 10*time.Second, log)
+	a.recorder = rec
 	a.closers = append(a.closers, rec.Close) // flushed before the store closes
 	opts := []idempotency.Option{idempotency.WithLease(cfg.Lease), idempotency.WithMaxAttempts(cfg.MaxAttempts),
 		idempotency.WithLogger(log), idempotency.WithObserver(rec.Observe)}
@@ -141,6 +143,15 @@ func (a *App) Warm(ctx context.Context) error {
 			return fmt.Errorf("%w: %w", idempotency.ErrStoreUnavailable, err)
 		}
 	}
+	return nil
+}
+
+// PreStop flushes the decision counters to the store (FC's pre-stop). It
+// keeps every client open: FC calls pre-stop before a freeze too, and a
+// thawed instance must serve. A failed flush is logged and its counts kept
+// for the next one.
+func (a *App) PreStop(ctx context.Context) error {
+	a.recorder.Flush(ctx)
 	return nil
 }
 

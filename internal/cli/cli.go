@@ -95,12 +95,15 @@ func serve(ctx context.Context, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	// Pre-stop flushes and keeps the clients: FC may thaw and invoke the
+	// instance again. Only the end of the process closes them.
+	hooks := handler.Hooks{Init: a.Warm, PreStop: a.PreStop, Shutdown: func(context.Context) error { return a.Close() },
+		Secrets: a.Redactor.Add}
 	if os.Getenv("FC_RUNTIME_API") != "" {
-		go1.Start(a.Pipeline.Handle, a.Warm, func(context.Context) error { return a.Close() }, a.Redactor.Add)
+		go1.Start(a.Pipeline.Handle, hooks)
 		return 0
 	}
-	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Init: a.Warm,
-		Stop: func(context.Context) error { return a.Close() }, Log: a.Log, Secrets: a.Redactor.Add}
+	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Hooks: hooks, Log: a.Log}
 	addr := net.JoinHostPort("0.0.0.0", strconv.Itoa(a.Cfg.ListenPort))
 	err = srv.ListenAndServe(ctx, addr, func(bound net.Addr) { a.Log.Info("listening", "addr", bound.String()) })
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 // A short chaos run against the real MariaDB and Redis: three instances,

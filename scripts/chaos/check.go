@@ -82,72 +82,7 @@ func check(rep *Report, in checkInput) {
 	planned := map[string]bool{}
 	for _, p := range in.plans {
 		planned[p.key] = true
-		k := in.tally.keys[p.idx]
-		r, has := in.recs[p.key]
-		calls := in.calls[p.key]
-		approvedPath := filepath.Join(in.resultsDir, "tasks", p.key, "approved", "result.md")
-		approved, aerr := os.ReadFile(approvedPath)
-		var v []string
-		bad := func(format string, a ...any) { v = append(v, fmt.Sprintf(format, a...)) }
-
-		if !has {
-			rep.NoRecord++
-			// Without a record the task never ran; that is fine while one of
-			// its deliveries is in the dead-letter queue (replayable).
-			if k.ok > 0 && k.dead == 0 {
-				bad("(1) %d deliveries were answered, none dead-lettered, and there is no record: the task is lost", k.ok)
-			}
-			if calls > 0 {
-				bad("(3) %d model calls without a record (0 attempts)", calls)
-			}
-			if aerr == nil {
-				bad("(2) approved/result.md exists without a record")
-			}
-		} else {
-			rep.Attempts += r.Attempt
-			switch r.Status {
-			case "SUCCEEDED":
-				rep.Succeeded++
-				v = append(v, checkApproved(in.resultsDir, p.key, r, approved, aerr)...)
-			case "FAILED_FINAL":
-				rep.FailedFinal++
-				rep.FinalCodes[r.LastErrorCode]++
-			default:
-				bad("(1) left %s (attempt %d, fence %d, owner %s, lease until %v)", r.Status, r.Attempt, r.Fence, r.LeaseOwner, r.LeaseUntil.Time)
-			}
-			if r.Status != "SUCCEEDED" && aerr == nil {
-				bad("(2) approved/result.md exists for a %s key: %q", r.Status, trunc(string(approved), 120))
-			}
-			if calls > r.Attempt {
-				bad("(3) %d model calls > %d recorded attempts", calls, r.Attempt)
-			}
-			for _, ref := range sortedKeys(k.succeededRefs) {
-				if r.Status != "SUCCEEDED" || ref != r.ResultRef {
-					bad("(4) a SUCCEEDED answer named %s, the record is %s %s", refTail(ref), r.Status, refTail(r.ResultRef))
-				}
-			}
-		}
-		if c := in.watch.changed[p.key]; c != "" {
-			bad("(4) %s", c)
-		}
-		for _, w := range k.wrongKey {
-			bad("(4) %s", w)
-		}
-		if k.ok == 0 && k.dead > 0 && k.abandoned == 0 {
-			dk := DeadKey{Key: p.key, Status: "NO_RECORD"}
-			if has {
-				dk.Status, dk.Attempt, dk.LastErrorCode = r.Status, r.Attempt, r.LastErrorCode
-				s, ok := in.swept[p.key]
-				dk.BySweeper = ok && r.Status == "SUCCEEDED" && s.Status == "SUCCEEDED"
-			}
-			rep.DeadKeys = append(rep.DeadKeys, dk)
-		}
-		switch {
-		case len(v) > 0:
-			rep.Violations = append(rep.Violations, describe(p, k, r, has, calls, in.resultsDir, v))
-		case !has || r.Status != "SUCCEEDED":
-			rep.Unsuccessful = append(rep.Unsuccessful, describe(p, k, r, has, calls, in.resultsDir, []string{"not succeeded"}))
-		}
+		checkKey(rep, in, p)
 	}
 	for key, r := range in.recs {
 		if !planned[key] {
@@ -157,6 +92,82 @@ func check(rep *Report, in checkInput) {
 	for _, c := range in.crashes {
 		rep.Violations = append(rep.Violations, "instance crash: "+c)
 	}
+}
+
+// checkKey applies the invariants to one key (the caller holds the locks).
+func checkKey(rep *Report, in checkInput, p *keyPlan) {
+	k := in.tally.keys[p.idx]
+	r, has := in.recs[p.key]
+	calls := in.calls[p.key]
+	approved, aerr := os.ReadFile(filepath.Join(in.resultsDir, "tasks", p.key, "approved", "result.md"))
+	var v []string
+	if has {
+		v = checkRecord(rep, in.resultsDir, p.key, k, r, calls, approved, aerr)
+	} else {
+		rep.NoRecord++
+		// Without a record the task never ran; that is fine while one of its
+		// deliveries is in the dead-letter queue (replayable).
+		if k.ok > 0 && k.dead == 0 {
+			v = append(v, fmt.Sprintf("(1) %d deliveries were answered, none dead-lettered, and there is no record: the task is lost", k.ok))
+		}
+		if calls > 0 {
+			v = append(v, fmt.Sprintf("(3) %d model calls without a record (0 attempts)", calls))
+		}
+		if aerr == nil {
+			v = append(v, "(2) approved/result.md exists without a record")
+		}
+	}
+	if c := in.watch.changed[p.key]; c != "" {
+		v = append(v, "(4) "+c)
+	}
+	for _, w := range k.wrongKey {
+		v = append(v, "(4) "+w)
+	}
+	if k.ok == 0 && k.dead > 0 && k.abandoned == 0 {
+		dk := DeadKey{Key: p.key, Status: "NO_RECORD"}
+		if has {
+			dk.Status, dk.Attempt, dk.LastErrorCode = r.Status, r.Attempt, r.LastErrorCode
+			s, ok := in.swept[p.key]
+			dk.BySweeper = ok && r.Status == "SUCCEEDED" && s.Status == "SUCCEEDED"
+		}
+		rep.DeadKeys = append(rep.DeadKeys, dk)
+	}
+	switch {
+	case len(v) > 0:
+		rep.Violations = append(rep.Violations, describe(p, k, r, has, calls, in.resultsDir, v))
+	case !has || r.Status != "SUCCEEDED":
+		rep.Unsuccessful = append(rep.Unsuccessful, describe(p, k, r, has, calls, in.resultsDir, []string{"not succeeded"}))
+	}
+}
+
+// checkRecord applies invariants 1 to 4 to a key that has a record and
+// counts its final state.
+func checkRecord(rep *Report, resultsDir, key string, k keyTally, r record, calls int, approved []byte, aerr error) []string {
+	var v []string
+	bad := func(format string, a ...any) { v = append(v, fmt.Sprintf(format, a...)) }
+	rep.Attempts += r.Attempt
+	switch r.Status {
+	case "SUCCEEDED":
+		rep.Succeeded++
+		v = append(v, checkApproved(resultsDir, key, r, approved, aerr)...)
+	case "FAILED_FINAL":
+		rep.FailedFinal++
+		rep.FinalCodes[r.LastErrorCode]++
+	default:
+		bad("(1) left %s (attempt %d, fence %d, owner %s, lease until %v)", r.Status, r.Attempt, r.Fence, r.LeaseOwner, r.LeaseUntil.Time)
+	}
+	if r.Status != "SUCCEEDED" && aerr == nil {
+		bad("(2) approved/result.md exists for a %s key: %q", r.Status, trunc(string(approved), 120))
+	}
+	if calls > r.Attempt {
+		bad("(3) %d model calls > %d recorded attempts", calls, r.Attempt)
+	}
+	for _, ref := range sortedKeys(k.succeededRefs) {
+		if r.Status != "SUCCEEDED" || ref != r.ResultRef {
+			bad("(4) a SUCCEEDED answer named %s, the record is %s %s", refTail(ref), r.Status, refTail(r.ResultRef))
+		}
+	}
+	return v
 }
 
 var attemptRef = regexp.MustCompile(`^tasks/([0-9a-f]{64})/attempt-([0-9]{3,})/output\.json$`)
@@ -246,47 +257,8 @@ func describe(p *keyPlan, k keyTally, r record, has bool, calls int, resultsDir 
 // Print writes the summary table; the timeline too when verbose or when
 // something was violated.
 func (r Report) Print(w io.Writer, verbose bool) {
-	row := func(name string, format string, a ...any) {
-		fmt.Fprintf(w, "  %-30s %s\n", name, fmt.Sprintf(format, a...))
-	}
 	fmt.Fprintf(w, "chaos run: seed %d, %d instances, stream %s\n", r.Seed, r.Instances, r.StreamTime.Round(100*time.Millisecond))
-	row("keys", "%d", r.Keys)
-	var kinds []string
-	for _, k := range sortedKeys(r.Kinds) {
-		kinds = append(kinds, fmt.Sprintf("%s %d", k, r.Kinds[k]))
-	}
-	row("deliveries", "%d (%s; %d in concurrent bursts)", r.Deliveries, strings.Join(kinds, ", "), r.Bursts)
-	row("invocations", "%d (FC retries %d)", r.Tries, r.FCRetries)
-	row("answered 200", "%d (duplicates answered %d, in progress %d)", r.Answered, r.Duplicates, r.InProgress)
-	var fails []string
-	for _, k := range sortedKeys(r.Failures) {
-		fails = append(fails, fmt.Sprintf("%s %d", k, r.Failures[k]))
-	}
-	row("failed invocations", "%s", orNone(strings.Join(fails, ", ")))
-	row("executions", "%d (answered invocations that claimed and ran a key)", r.Executions)
-	row("model calls", "%d (answered 429/503: %d)", r.ModelCalls, r.ModelErrors)
-	row("attempts (records)", "%d", r.Attempts)
-	row("kills / pauses", "%d / %d", r.Kills, r.Pauses)
-	row("fault starts / fault deaths", "%d / %d (IDEMGATE_FAULT=after_output)", r.FaultStarts, r.FaultDeaths)
-	row("restarts", "%d", r.Restarts)
-	row("dead letters", "%d deliveries (retries spent %d, FINAL %d); %d keys with no delivery answered", r.DeadLetters,
-		r.DeadExhausted, r.DeadFinal, len(r.DeadKeys))
-	row("unsent / abandoned", "%d not started by the duration cap / %d cut by the drain limit", r.Unsent, r.Abandoned)
-	row("left before the sweep", "RUNNING/RECEIVED %d, FAILED_RETRYABLE %d", r.RunningBeforeSweep, r.RetryableBeforeSweep)
-	row("sweeps", "%d (redriven %d, finished %d)", r.Sweeps, r.SweepRedriven, r.SweepFinished)
-	var codes []string
-	for _, k := range sortedKeys(r.FinalCodes) {
-		codes = append(codes, fmt.Sprintf("%s %d", k, r.FinalCodes[k]))
-	}
-	final := fmt.Sprintf("SUCCEEDED %d, FAILED_FINAL %d", r.Succeeded, r.FailedFinal)
-	if len(codes) > 0 {
-		final += " (" + strings.Join(codes, ", ") + ")"
-	}
-	if r.NoRecord > 0 {
-		final += fmt.Sprintf(", no record %d", r.NoRecord)
-	}
-	row("final state", "%s", final)
-	row("violations", "%d", len(r.Violations))
+	r.printCounts(w)
 	if len(r.DeadKeys) > 0 {
 		fmt.Fprintln(w, "dead-lettered keys (every delivery ended in the failure destination):")
 		for _, d := range r.DeadKeys {
@@ -302,29 +274,66 @@ func (r Report) Print(w io.Writer, verbose bool) {
 			fmt.Fprintf(w, "  %.16s… attempt %d: %s\n", d.Key, d.Attempt, how)
 		}
 	}
-	if len(r.Violations) > 0 {
-		fmt.Fprintln(w, "VIOLATIONS:")
-		for _, v := range r.Violations {
-			fmt.Fprintln(w, "  "+v)
-		}
-	}
-	if verbose && len(r.Unsuccessful) > 0 {
-		fmt.Fprintln(w, "keys that did not succeed:")
-		for _, u := range r.Unsuccessful {
-			fmt.Fprintln(w, "  "+u)
-		}
-	}
-	if verbose || len(r.Violations) > 0 {
-		fmt.Fprintln(w, "chaos timeline:")
-		for _, l := range r.Timeline {
-			fmt.Fprintln(w, "  "+l)
-		}
-	}
+	printList(w, "VIOLATIONS:", r.Violations, true)
+	printList(w, "keys that did not succeed:", r.Unsuccessful, verbose)
+	printList(w, "chaos timeline:", r.Timeline, verbose || len(r.Violations) > 0)
 	if r.WorkDir != "" {
 		fmt.Fprintf(w, "work directory kept: %s (state/, logs/)\n", r.WorkDir)
 	}
 	if r.Database != "" {
 		fmt.Fprintf(w, "database kept: %s\n", r.Database)
+	}
+}
+
+// printCounts writes the table of counts, one row a figure.
+func (r Report) printCounts(w io.Writer) {
+	row := func(name string, format string, a ...any) {
+		fmt.Fprintf(w, "  %-30s %s\n", name, fmt.Sprintf(format, a...))
+	}
+	row("keys", "%d", r.Keys)
+	row("deliveries", "%d (%s; %d in concurrent bursts)", r.Deliveries, counts(r.Kinds), r.Bursts)
+	row("invocations", "%d (FC retries %d)", r.Tries, r.FCRetries)
+	row("answered 200", "%d (duplicates answered %d, in progress %d)", r.Answered, r.Duplicates, r.InProgress)
+	row("failed invocations", "%s", orNone(counts(r.Failures)))
+	row("executions", "%d (answered invocations that claimed and ran a key)", r.Executions)
+	row("model calls", "%d (answered 429/503: %d)", r.ModelCalls, r.ModelErrors)
+	row("attempts (records)", "%d", r.Attempts)
+	row("kills / pauses", "%d / %d", r.Kills, r.Pauses)
+	row("fault starts / fault deaths", "%d / %d (IDEMGATE_FAULT=after_output)", r.FaultStarts, r.FaultDeaths)
+	row("restarts", "%d", r.Restarts)
+	row("dead letters", "%d deliveries (retries spent %d, FINAL %d); %d keys with no delivery answered", r.DeadLetters,
+		r.DeadExhausted, r.DeadFinal, len(r.DeadKeys))
+	row("unsent / abandoned", "%d not started by the duration cap / %d cut by the drain limit", r.Unsent, r.Abandoned)
+	row("left before the sweep", "RUNNING/RECEIVED %d, FAILED_RETRYABLE %d", r.RunningBeforeSweep, r.RetryableBeforeSweep)
+	row("sweeps", "%d (redriven %d, finished %d)", r.Sweeps, r.SweepRedriven, r.SweepFinished)
+	final := fmt.Sprintf("SUCCEEDED %d, FAILED_FINAL %d", r.Succeeded, r.FailedFinal)
+	if len(r.FinalCodes) > 0 {
+		final += " (" + counts(r.FinalCodes) + ")"
+	}
+	if r.NoRecord > 0 {
+		final += fmt.Sprintf(", no record %d", r.NoRecord)
+	}
+	row("final state", "%s", final)
+	row("violations", "%d", len(r.Violations))
+}
+
+// counts lists a map of counts as "name n, …" in name order.
+func counts(m map[string]int) string {
+	var out []string
+	for _, k := range sortedKeys(m) {
+		out = append(out, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(out, ", ")
+}
+
+// printList writes a titled list when show and it is not empty.
+func printList(w io.Writer, title string, lines []string, show bool) {
+	if !show || len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, title)
+	for _, l := range lines {
+		fmt.Fprintln(w, "  "+l)
 	}
 }
 

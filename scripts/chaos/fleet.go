@@ -3,34 +3,27 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
-// proc is one process of the function.
-type proc struct {
-	name    string // i<slot>.g<generation>
-	cmd     *exec.Cmd
-	base    string
-	logPath string
-	armed   bool          // IDEMGATE_FAULT=after_output
-	killed  bool          // by the chaos goroutine (under fleet.mu): not a crash
-	exited  chan struct{} // closed once the process is reaped
+// instance is one process of the function.
+type instance struct {
+	*proc.Instance
+	name   string // i<slot>.g<generation>
+	armed  bool   // IDEMGATE_FAULT=after_output
+	killed bool   // by the chaos goroutine (under fleet.mu): not a crash
 }
-
-func (p *proc) signal(s syscall.Signal) { _ = p.cmd.Process.Signal(s) }
 
 // slot is one instance position; a dead process is replaced in its slot.
 type slot struct {
 	idx    int
-	cur    *proc
+	cur    *instance
 	ready  bool // initialized and not being killed: deliveries may go here
 	paused bool
 }
@@ -131,15 +124,14 @@ func (f *fleet) supervise(s *slot, arm bool) {
 		f.mu.Lock()
 		if f.stopping {
 			f.mu.Unlock()
-			p.signal(syscall.SIGKILL)
-			<-p.exited
+			p.Kill()
 			return
 		}
 		s.cur, s.ready = p, true
 		f.mu.Unlock()
-		f.clock.add("start %s on %s%s", p.name, p.base, map[bool]string{true: " (armed: IDEMGATE_FAULT=after_output)"}[p.armed])
+		f.clock.add("start %s on %s%s", p.name, p.Base, map[bool]string{true: " (armed: IDEMGATE_FAULT=after_output)"}[p.armed])
 
-		<-p.exited
+		p.Wait()
 		f.mu.Lock()
 		s.cur, s.ready = nil, false
 		stopping := f.stopping
@@ -151,8 +143,8 @@ func (f *fleet) supervise(s *slot, arm bool) {
 			f.clock.add("fault %s killed itself after saving an output", p.name)
 		default:
 			f.crashes = append(f.crashes, fmt.Sprintf("instance %s exited on its own: %s; log %s:\n%s",
-				p.name, p.cmd.ProcessState, p.logPath, tail(readFile(p.logPath), 1500)))
-			f.clock.add("CRASH %s: %s", p.name, p.cmd.ProcessState)
+				p.name, p.Cmd.ProcessState, p.LogPath, p.Tail(1500)))
+			f.clock.add("CRASH %s: %s", p.name, p.Cmd.ProcessState)
 		}
 		arm = false
 		if !stopping {
@@ -170,104 +162,33 @@ func (f *fleet) supervise(s *slot, arm bool) {
 	}
 }
 
-func readFile(path string) string {
-	b, _ := os.ReadFile(path)
-	return string(b)
-}
-
-// start runs one process on a free port and waits for its /initialize.
-func (f *fleet) start(idx, gen int, armed bool) (*proc, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+// start runs one process and waits for its /initialize; it gives up when
+// the fleet stops.
+func (f *fleet) start(idx, gen int, armed bool) (*instance, error) {
 	name := fmt.Sprintf("i%d.g%d", idx, gen)
-	logPath := filepath.Join(f.logDir, name+".log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(f.bin)
-	cmd.Env = append(slices.Clone(f.env), fmt.Sprintf("FC_SERVER_PORT=%d", port))
+	env := f.env
 	if armed {
-		cmd.Env = append(cmd.Env, "IDEMGATE_FAULT=after_output")
+		env = append(slices.Clone(env), "IDEMGATE_FAULT=after_output")
 	}
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return nil, err
+	in, err := proc.Start(f.ctx, f.bin, proc.Options{Env: env, LogPath: filepath.Join(f.logDir, name+".log"),
+		RequestID: "chaos-initialize", StopGrace: 10 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), logPath: logPath,
-		armed: armed, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		lf.Close()
-		close(p.exited)
-	}()
 	if armed {
 		f.mu.Lock()
 		f.faultStarts++
 		f.mu.Unlock()
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if initialize(f.ctx, p.base) == nil {
-			return p, nil
-		}
-		var why error
-		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("%s exited before it initialized: %s\n%s", name, cmd.ProcessState, tail(readFile(logPath), 1500))
-		case <-f.ctx.Done():
-			why = f.ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-			if time.Now().After(deadline) {
-				why = fmt.Errorf("%s did not initialize within 15 s", name)
-			}
-		}
-		if why != nil {
-			p.signal(syscall.SIGKILL)
-			<-p.exited
-			return nil, why
-		}
-	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-var lifecycleClient = &http.Client{Timeout: 2 * time.Second}
-
-func initialize(ctx context.Context, base string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/initialize", nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("x-fc-request-id", "chaos-initialize")
-	resp, err := lifecycleClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("initialize: HTTP %d", resp.StatusCode)
-	}
-	return nil
+	return &instance{Instance: in, name: name, armed: armed}, nil
 }
 
 // pick returns a ready process for a delivery, waiting while none is. A
 // paused process counts as ready: the platform cannot tell it is frozen.
-func (f *fleet) pick(ctx context.Context) (*proc, error) {
+func (f *fleet) pick(ctx context.Context) (*instance, error) {
 	for {
 		f.mu.Lock()
-		var ready []*proc
+		var ready []*instance
 		for _, s := range f.slots {
 			if s.ready {
 				ready = append(ready, s.cur)
@@ -301,46 +222,54 @@ func (f *fleet) victim() *slot {
 	return running[f.rnd.IntN(len(running))]
 }
 
+// claim picks a random running instance and marks its slot with mark, both
+// under f.mu; nil when there is none or the fleet is stopping.
+func (f *fleet) claim(mark func(s *slot)) *instance {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.victim()
+	if s == nil {
+		return nil
+	}
+	mark(s)
+	return s.cur
+}
+
 // kill SIGKILLs a random running instance; its supervisor restarts it on a
 // new port.
 func (f *fleet) kill() {
-	f.mu.Lock()
-	s := f.victim()
-	if s == nil {
-		f.mu.Unlock()
+	p := f.claim(func(s *slot) {
+		s.cur.killed, s.ready = true, false
+		f.kills++
+	})
+	if p == nil {
 		return
 	}
-	p := s.cur
-	p.killed, s.ready = true, false
-	f.kills++
-	f.mu.Unlock()
 	f.clock.add("kill -9 %s", p.name)
-	p.signal(syscall.SIGKILL)
+	p.Signal(syscall.SIGKILL)
 }
 
 // pause SIGSTOPs a random running instance for d (longer than the lease),
 // then SIGCONTs it; it resumes at once when ctx ends.
 func (f *fleet) pause(ctx context.Context, d time.Duration) {
-	f.mu.Lock()
-	s := f.victim()
-	if s == nil {
-		f.mu.Unlock()
+	var s *slot
+	p := f.claim(func(v *slot) {
+		s, v.paused = v, true
+		f.pauses++
+	})
+	if p == nil {
 		return
 	}
-	p := s.cur
-	s.paused = true
-	f.pauses++
-	f.mu.Unlock()
 	f.clock.add("SIGSTOP %s for %s", p.name, d.Round(time.Millisecond))
-	p.signal(syscall.SIGSTOP)
+	p.Signal(syscall.SIGSTOP)
 	t := time.NewTimer(d)
 	select {
 	case <-t.C:
 	case <-ctx.Done():
-	case <-p.exited:
+	case <-p.Exited():
 	}
 	t.Stop()
-	p.signal(syscall.SIGCONT)
+	p.Signal(syscall.SIGCONT)
 	f.clock.add("SIGCONT %s", p.name)
 	f.mu.Lock()
 	s.paused = false
@@ -352,7 +281,7 @@ func (f *fleet) pause(ctx context.Context, d time.Duration) {
 func (f *fleet) stop(graceful bool) {
 	f.mu.Lock()
 	f.stopping = true
-	var procs []*proc
+	var procs []*instance
 	for _, s := range f.slots {
 		if s.cur != nil {
 			procs = append(procs, s.cur)
@@ -360,22 +289,15 @@ func (f *fleet) stop(graceful bool) {
 	}
 	f.mu.Unlock()
 	f.cancel() // starts in progress give up and kill what they started
+	var wg sync.WaitGroup
 	for _, p := range procs {
-		p.signal(syscall.SIGCONT) // a stopped process would not act on SIGTERM
 		if graceful {
-			p.signal(syscall.SIGTERM)
+			wg.Go(p.Stop) // SIGTERM: in-flight invocations drain; SIGKILL after 10 s
 		} else {
-			p.signal(syscall.SIGKILL)
+			wg.Go(p.Kill)
 		}
 	}
-	for _, p := range procs {
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			p.signal(syscall.SIGKILL)
-			<-p.exited
-		}
-	}
+	wg.Wait()
 	f.wg.Wait()
 }
 

@@ -1,4 +1,4 @@
-// Command chaos is the chaos run of issue 5: it starts several instances of
+// Command chaos is the chaos run: it starts several instances of
 // the function (custom runtime, real MariaDB and Redis, an in-process
 // OpenAI-compatible model fake), streams a duplicate-heavy mix of deliveries
 // at them while SIGKILLing and SIGSTOPping instances, simulates FC's async
@@ -30,6 +30,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/dev/progress"
 )
 
 func main() {
@@ -62,7 +64,8 @@ func run(args []string) int {
 	fs.StringVar(&o.RedisURL, "redis-url", d.RedisURL, "REDIS_URL of the instances (empty: MySQL alone)")
 	fs.Uint64Var(&o.Seed, "seed", d.Seed, "random seed of the plan and the chaos (0: from the clock); timing still varies")
 	fs.BoolVar(&o.Keep, "keep", d.Keep, "keep the database and the work directory (objects, instance logs)")
-	verbose := fs.Bool("v", false, "print progress and the chaos timeline")
+	verbose := fs.Bool("v", false, "print progress lines and the chaos timeline")
+	progressMode := fs.String("progress", "auto", progress.FlagUsage)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -75,6 +78,11 @@ func run(args []string) int {
 	}
 	if *verbose {
 		o.Log = os.Stderr
+	}
+	var err error
+	if o.Progress, err = progress.Writer(*progressMode, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 2
 	}
 	// Ctrl-C ends the run early; Run still kills every child it started.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -1,24 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	crand "crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/devbuild"
+	"github.com/idemgate/idemgate/internal/dev/modelfake"
+	"github.com/idemgate/idemgate/internal/dev/proc"
+	"github.com/idemgate/idemgate/internal/dev/progress"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
@@ -49,6 +46,7 @@ type Options struct {
 	Keep     bool
 	WorkDir  string    // "": a temporary directory (removed unless Keep or a violation)
 	Log      io.Writer // progress lines; nil: none
+	Progress io.Writer // the progress bar of the deliveries; nil: none
 }
 
 // DefaultOptions are the flags' defaults.
@@ -117,8 +115,9 @@ type Report struct {
 	StreamTime, Elapsed                      time.Duration
 }
 
-// Run performs one chaos run. An error means the run could not be carried
-// out; invariant violations are in Report.Violations.
+// Run performs one chaos run: setup, the stream with the chaos beside it, a
+// quiet period, the sweeper alone, then the checks. An error means the run
+// could not be carried out; invariant violations are in Report.Violations.
 func Run(ctx context.Context, o Options) (rep Report, err error) {
 	if err := o.check(); err != nil {
 		return rep, err
@@ -128,80 +127,140 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
 	rep.Seed, rep.Instances, rep.Keys = o.Seed, o.Instances, o.Keys
-	logf := func(format string, a ...any) {
-		if o.Log != nil {
-			fmt.Fprintf(o.Log, "chaos: "+format+"\n", a...)
-		}
-	}
-	rnd := newRand(o.Seed)
-	// The run id is never from the seed: keys must not repeat across runs,
-	// or Redis (shared, 300 s TTL) would answer from an earlier run.
-	runID := randomHex(4)
-
-	work := o.WorkDir
-	if work == "" {
-		if work, err = os.MkdirTemp("", "idemgate-chaos-"); err != nil {
-			return rep, err
-		}
-		defer func() {
-			if o.Keep || len(rep.Violations) > 0 {
-				rep.WorkDir = work
-				return
-			}
-			_ = os.RemoveAll(work)
-		}()
-	}
-	stateDir, logDir := filepath.Join(work, "state"), filepath.Join(work, "logs")
-	for _, d := range []string{stateDir, logDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return rep, err
-		}
-	}
-
-	bin := o.Bin
-	if bin == "" {
-		logf("building the function")
-		if bin, err = devbuild.Build(ctx, filepath.Join(work, "bin"), false); err != nil {
-			return rep, err
-		}
-	}
-	dsn, dbName, dropDB, err := prepareDB(ctx, o.MySQLDSN)
-	if err != nil {
+	r := &runner{o: o, rnd: newRand(o.Seed)}
+	defer r.teardown(&rep) // also on an early return or a panic: no child outlives the run
+	if err := r.setup(ctx, &rep); err != nil {
 		return rep, err
 	}
-	defer func() {
-		if o.Keep {
-			rep.Database = dbName
-			return
-		}
-		dropDB()
-	}()
-
-	model, err := startModel(rnd, o.ModelErrors)
-	if err != nil {
+	if err := r.streamWithChaos(ctx, &rep); err != nil {
 		return rep, err
 	}
-	defer model.close()
+	if err := r.settle(ctx, &rep); err != nil {
+		return rep, err
+	}
+	if err := r.sweepAndCheck(ctx, &rep); err != nil {
+		return rep, err
+	}
+	rep.Elapsed = time.Since(began)
+	return rep, nil
+}
 
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"MYSQL_DSN=" + dsn, "STATE_DIR=" + stateDir, "LLM_BASE_URL=" + model.url + "/v1",
-		"LLM_API_KEY=" + modelAPIKey, "LLM_MODEL=qwen-plus", "LLM_TIMEOUT_SECONDS=10",
-		fmt.Sprintf("LEASE_SECONDS=%d", o.LeaseSeconds)}
+// runner is one chaos run between setup and teardown.
+type runner struct {
+	o                Options
+	rnd              *lockedRand
+	work             string
+	tempWork         bool
+	stateDir, logDir string
+	bin, dsn, dbName string
+	dropDB           func()
+	model            *modelfake.Fake
+	env              []string
+	plans            []*keyPlan
+	clock            *timeline
+	fleet            *fleet
+	watch            *watcher
+	stopWatch        context.CancelFunc
+	watchWG          sync.WaitGroup
+	tally            *tally
+	db               *sql.DB
+	swept            map[string]sweepOutcome
+}
+
+func (r *runner) logf(format string, a ...any) {
+	if r.o.Log != nil {
+		fmt.Fprintf(r.o.Log, "chaos: "+format+"\n", a...)
+	}
+}
+
+// setup prepares the work directory, the binary, the database, the model
+// fake and the plan, then starts the instances and the result watcher.
+func (r *runner) setup(ctx context.Context, rep *Report) error {
+	o := r.o
+	if err := r.prepareWork(); err != nil {
+		return err
+	}
+	if r.bin = o.Bin; r.bin == "" {
+		r.logf("building the function")
+		var err error
+		if r.bin, err = proc.Build(ctx, filepath.Join(r.work, "bin"), false); err != nil {
+			return err
+		}
+	}
+	if err := r.prepareDB(ctx); err != nil {
+		return err
+	}
+	var err error
+	r.model = startModel(r.rnd, o.ModelErrors)
+	r.env = append(r.model.Env(), "MYSQL_DSN="+r.dsn, "STATE_DIR="+r.stateDir, "LLM_TIMEOUT_SECONDS=10",
+		fmt.Sprintf("LEASE_SECONDS=%d", o.LeaseSeconds))
 	if o.RedisURL != "" {
-		env = append(env, "REDIS_URL="+o.RedisURL)
+		r.env = append(r.env, "REDIS_URL="+o.RedisURL)
 	}
 	if o.MaxAttempts > 0 {
-		env = append(env, fmt.Sprintf("MAX_ATTEMPTS=%d", o.MaxAttempts))
+		r.env = append(r.env, fmt.Sprintf("MAX_ATTEMPTS=%d", o.MaxAttempts))
 	}
-	if out, err := runCLI(ctx, bin, env, "migrate"); err != nil {
-		return rep, fmt.Errorf("migrate: %w\n%s", err, out)
+	if _, err := proc.CLI(ctx, r.bin, r.env, "migrate"); err != nil {
+		return err
 	}
+	// The run id is never from the seed: keys must not repeat across runs,
+	// or Redis (shared, 300 s TTL) would answer from an earlier run.
+	if r.plans, err = makePlan(proc.Nonce()[:8], o, r.rnd); err != nil {
+		return err
+	}
+	countPlan(rep, r.plans)
+	r.clock = &timeline{start: time.Now()}
+	r.fleet = newFleet(r.bin, r.env, r.logDir, r.rnd, r.clock, r.logf)
+	r.fleet.launch(o.Instances, o.Faults)
+	if err := r.fleet.waitReady(ctx, o.Instances, 30*time.Second); err != nil {
+		return err
+	}
+	r.watch = &watcher{dir: filepath.Join(r.stateDir, "results", "tasks"), first: map[string]string{}, changed: map[string]string{}}
+	var watchCtx context.Context
+	watchCtx, r.stopWatch = context.WithCancel(ctx)
+	r.watchWG.Go(func() { r.watch.run(watchCtx, 200*time.Millisecond) })
+	return nil
+}
 
-	plans, err := makePlan(runID, o, rnd)
-	if err != nil {
-		return rep, err
+// prepareWork creates the work directory (a temporary one unless
+// o.WorkDir) with its state and logs.
+func (r *runner) prepareWork() error {
+	if r.work = r.o.WorkDir; r.work == "" {
+		var err error
+		if r.work, err = os.MkdirTemp("", "idemgate-chaos-"); err != nil {
+			return err
+		}
+		r.tempWork = true
 	}
-	defer cleanRedis(o.RedisURL, plans)
+	r.stateDir, r.logDir = filepath.Join(r.work, "state"), filepath.Join(r.work, "logs")
+	for _, d := range []string{r.stateDir, r.logDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareDB picks the instances' database: a fresh one when o.MySQLDSN
+// names none.
+func (r *runner) prepareDB(ctx context.Context) error {
+	cfg, err := mysql.ParseDSN(r.o.MySQLDSN)
+	if err != nil {
+		return errors.New("mysql-dsn: not a go-sql-driver DSN")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 3 * time.Second
+	}
+	if cfg.DBName != "" {
+		r.dsn, r.dbName = cfg.FormatDSN(), cfg.DBName
+		return nil
+	}
+	r.dsn, r.dbName, r.dropDB, err = proc.FreshDatabase(ctx, cfg.FormatDSN(), "idemgate_chaos_")
+	return err
+}
+
+// countPlan fills the report's delivery counts.
+func countPlan(rep *Report, plans []*keyPlan) {
 	rep.Kinds = map[string]int{}
 	for _, p := range plans {
 		rep.Deliveries += len(p.deliveries)
@@ -212,98 +271,120 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			}
 		}
 	}
+}
 
-	clock := &timeline{start: time.Now()}
-	f := newFleet(bin, env, logDir, rnd, clock, logf)
-	defer f.stop(false) // also on an early return or a panic: no child outlives the run
-	f.launch(o.Instances, o.Faults)
-	if err := f.waitReady(ctx, o.Instances, 30*time.Second); err != nil {
-		return rep, err
-	}
-
-	watch := &watcher{dir: filepath.Join(stateDir, "results", "tasks"), first: map[string]string{}, changed: map[string]string{}}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watchWG sync.WaitGroup
-	watchWG.Go(func() { watch.run(watchCtx, 200*time.Millisecond) })
-	defer func() { stopWatch(); watchWG.Wait() }()
-
-	// The stream, with the chaos beside it.
-	logf("streaming %d deliveries of %d keys to %d instances", rep.Deliveries, o.Keys, o.Instances)
+// streamWithChaos sends the planned deliveries while killing and pausing
+// instances, until the duration cap (deliveries under way get drainLimit
+// more).
+func (r *runner) streamWithChaos(ctx context.Context, rep *Report) error {
+	o := r.o
+	r.logf("streaming %d deliveries of %d keys to %d instances", rep.Deliveries, o.Keys, o.Instances)
 	streamStart := time.Now()
 	capCtx, cancelCap := context.WithTimeout(ctx, o.Duration)
+	defer cancelCap()
 	runCtx, cancelRun := context.WithTimeout(ctx, o.Duration+drainLimit)
+	defer cancelRun()
 	chaosCtx, stopChaos := context.WithCancel(capCtx)
 	var chaosWG sync.WaitGroup
 	chaosWG.Go(func() {
-		chaos(chaosCtx, f, o, rnd, time.Duration(o.LeaseSeconds)*time.Second)
-		clock.add("chaos over")
+		chaos(chaosCtx, r.fleet, o, r.rnd, time.Duration(o.LeaseSeconds)*time.Second)
+		r.clock.add("chaos over")
 	})
-	t := stream(capCtx, runCtx, f, plans, rnd, clock)
+	r.tally = newTally(len(r.plans))
+	bar := progress.New(o.Progress)
+	bar.Start("deliveries", rep.Deliveries, &r.tally.settled)
+	stream(capCtx, runCtx, r.fleet, r.plans, r.rnd, r.clock, r.tally)
+	bar.Stop()
 	stopChaos()
 	chaosWG.Wait() // every paused instance is running again
-	cancelRun()
-	cancelCap()
 	rep.StreamTime = time.Since(streamStart)
-	if ctx.Err() != nil {
-		return rep, ctx.Err()
-	}
+	return ctx.Err()
+}
 
-	// Let resumed stale workers run into their fences, then stop the fleet
-	// so that the sweeper is the only actor left.
-	lease := time.Duration(o.LeaseSeconds) * time.Second
-	logf("stream done in %s; quiet period, then stopping the instances", rep.StreamTime.Round(time.Millisecond))
+// settle lets resumed stale workers run into their fences, then stops the
+// fleet so that the sweeper is the only actor left, and waits out every
+// lease.
+func (r *runner) settle(ctx context.Context, rep *Report) error {
+	lease := time.Duration(r.o.LeaseSeconds) * time.Second
+	r.logf("stream done in %s; quiet period, then stopping the instances", rep.StreamTime.Round(time.Millisecond))
 	if !sleep(ctx, lease+time.Second) {
-		return rep, ctx.Err()
+		return ctx.Err()
 	}
-	f.stop(true)
-	if !sleep(ctx, lease+500*time.Millisecond) { // every lease has run out
-		return rep, ctx.Err()
+	r.fleet.stop(true)
+	if !sleep(ctx, lease+500*time.Millisecond) {
+		return ctx.Err()
 	}
+	return nil
+}
 
-	db, err := openDB(dsn)
-	if err != nil {
-		return rep, err
+// sweepAndCheck counts what the stream left, lets the sweeper finish it,
+// then reads the final records and applies the invariants.
+func (r *runner) sweepAndCheck(ctx context.Context, rep *Report) error {
+	var err error
+	if r.db, err = openDB(r.dsn); err != nil {
+		return err
 	}
-	defer db.Close()
-	before, err := readRecords(ctx, db)
+	before, err := readRecords(ctx, r.db)
 	if err != nil {
-		return rep, err
+		return err
 	}
-	for _, r := range before {
-		switch r.Status {
+	for _, rec := range before {
+		switch rec.Status {
 		case "RUNNING", "RECEIVED":
 			rep.RunningBeforeSweep++
 		case "FAILED_RETRYABLE":
 			rep.RetryableBeforeSweep++
 		}
 	}
-
-	swept, err := sweepAll(ctx, bin, env, &rep, logf)
-	if err != nil {
-		return rep, err
+	if r.swept, err = sweepAll(ctx, r.bin, r.env, rep, r.logf); err != nil {
+		return err
 	}
-	stopWatch()
-	watchWG.Wait()
-	watch.scan() // the last look, after the sweeper
-
-	recs, err := readRecords(ctx, db)
+	r.stopWatch()
+	r.watchWG.Wait()
+	r.watch.scan() // the last look, after the sweeper
+	recs, err := readRecords(ctx, r.db)
 	if err != nil {
-		return rep, err
+		return err
 	}
-	f.fill(&rep)
-	t.fill(&rep)
-	rep.ModelCalls, rep.ModelErrors = int(model.total.Load()), int(model.failed.Load())
-	rep.Timeline = clock.entries()
-	check(&rep, checkInput{plans: plans, tally: t, recs: recs, calls: model.snapshot(), swept: swept,
-		watch: watch, resultsDir: filepath.Join(stateDir, "results"), crashes: f.crashList()})
-	rep.Elapsed = time.Since(began)
-	return rep, nil
+	r.fleet.fill(rep)
+	r.tally.fill(rep)
+	rep.ModelCalls, rep.ModelErrors = int(r.model.Total()), int(r.model.Failed())
+	rep.Timeline = r.clock.entries()
+	check(rep, checkInput{plans: r.plans, tally: r.tally, recs: recs, calls: r.model.Snapshot(), swept: r.swept,
+		watch: r.watch, resultsDir: filepath.Join(r.stateDir, "results"), crashes: r.fleet.crashList()})
+	return nil
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = crand.Read(b)
-	return hex.EncodeToString(b)
+// teardown releases what setup acquired, newest first; it tolerates a setup
+// that stopped half way. The work directory and the database stay when
+// asked to (Keep) and, the directory, after a violation.
+func (r *runner) teardown(rep *Report) {
+	if r.db != nil {
+		r.db.Close()
+	}
+	if r.stopWatch != nil {
+		r.stopWatch()
+		r.watchWG.Wait()
+	}
+	if r.fleet != nil {
+		r.fleet.stop(false)
+	}
+	cleanRedis(r.o.RedisURL, r.plans)
+	if r.model != nil {
+		r.model.Close()
+	}
+	if r.o.Keep {
+		rep.Database = r.dbName
+	} else if r.dropDB != nil {
+		r.dropDB()
+	}
+	if r.tempWork {
+		if r.o.Keep || len(rep.Violations) > 0 {
+			rep.WorkDir = r.work
+		} else {
+			_ = os.RemoveAll(r.work)
+		}
+	}
 }
 
 // lockedRand is one seeded source shared by the goroutines.
@@ -372,59 +453,6 @@ func (t *timeline) entries() []string {
 	return append([]string(nil), t.lines...)
 }
 
-// runCLI runs a subcommand of the function and returns its stdout.
-func runCLI(ctx context.Context, bin string, env []string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = env
-	cmd.SysProcAttr = sysProcAttr()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, tail(stderr.String(), 2000))
-	}
-	return stdout.String(), nil
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-// prepareDB returns the DSN the instances use: a fresh database when dsn
-// names none.
-func prepareDB(ctx context.Context, dsn string) (string, string, func(), error) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "", "", nil, errors.New("mysql-dsn: not a go-sql-driver DSN")
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 3 * time.Second
-	}
-	if cfg.DBName != "" {
-		return cfg.FormatDSN(), cfg.DBName, func() {}, nil
-	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return "", "", nil, err
-	}
-	name := "idemgate_chaos_" + randomHex(6)
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		db.Close()
-		return "", "", nil, fmt.Errorf("MariaDB at %s: create database: %w", cfg.Addr, err)
-	}
-	drop := func() {
-		// The run's context may be over (Ctrl-C): drop anyway.
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = db.ExecContext(c, "DROP DATABASE IF EXISTS `"+name+"`")
-		db.Close()
-	}
-	cfg.DBName = name
-	return cfg.FormatDSN(), name, drop, nil
-}
-
 func openDB(dsn string) (*sql.DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -476,7 +504,7 @@ type sweepOutcome struct {
 func sweepAll(ctx context.Context, bin string, env []string, rep *Report, logf func(string, ...any)) (map[string]sweepOutcome, error) {
 	swept := map[string]sweepOutcome{}
 	for rep.Sweeps < 5 {
-		out, err := runCLI(ctx, bin, env, "sweep", "--grace", "0s")
+		out, err := proc.CLI(ctx, bin, env, "sweep", "--grace", "0s")
 		if err != nil {
 			return swept, err
 		}
@@ -487,7 +515,7 @@ func sweepAll(ctx context.Context, bin string, env []string, rep *Report, logf f
 			Results  []sweepOutcome `json:"results"`
 		}
 		if err := json.Unmarshal([]byte(out), &sr); err != nil {
-			return swept, fmt.Errorf("sweep answered %q: %w", tail(out, 500), err)
+			return swept, fmt.Errorf("sweep answered %q: %w", proc.Tail(out, 500), err)
 		}
 		rep.Sweeps++
 		rep.SweepRedriven += sr.Redriven
@@ -506,7 +534,7 @@ func sweepAll(ctx context.Context, bin string, env []string, rep *Report, logf f
 // cleanRedis drops the run's fast-layer entries (best effort): DB 15 is
 // shared with the tests.
 func cleanRedis(url string, plans []*keyPlan) {
-	if url == "" {
+	if url == "" || len(plans) == 0 {
 		return
 	}
 	opt, err := redis.ParseURL(url)

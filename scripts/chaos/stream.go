@@ -10,8 +10,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
@@ -107,19 +109,6 @@ func eventBody(id string, data map[string]any) []byte {
 	return b
 }
 
-// outcome is the answer body of /invoke (success or failure).
-type outcome struct {
-	Key          string `json:"idempotency_key"`
-	Status       string `json:"status"`
-	Duplicate    bool   `json:"duplicate"`
-	Decision     string `json:"decision"`
-	Attempt      int    `json:"attempt"`
-	ResultRef    string `json:"result_ref"`
-	ErrorType    string `json:"errorType"`
-	ErrorMessage string `json:"errorMessage"`
-	Retryable    *bool  `json:"retryable"`
-}
-
 // keyTally is what the deliveries of one key saw.
 type keyTally struct {
 	ok, dead, unsent, abandoned int
@@ -136,6 +125,15 @@ type tally struct {
 	failures                                    map[string]int
 	deadExhausted, deadFinal, unsent, abandoned int
 	keys                                        []keyTally
+	settled                                     atomic.Int64 // deliveries that ended, for the progress bar
+}
+
+func newTally(keys int) *tally {
+	t := &tally{failures: map[string]int{}, keys: make([]keyTally, keys)}
+	for i := range t.keys {
+		t.keys[i].succeededRefs = map[string]bool{}
+	}
+	return t
 }
 
 func (t *tally) fill(rep *Report) {
@@ -161,11 +159,7 @@ var invokeClient = &http.Client{
 // is a dead letter, as is a FINAL failure at once. A delivery not started
 // when capCtx ends is never sent; one under way goes on with its retries, as
 // FC's would, until runCtx ends.
-func stream(capCtx, runCtx context.Context, f *fleet, plans []*keyPlan, rnd *lockedRand, clock *timeline) *tally {
-	t := &tally{failures: map[string]int{}, keys: make([]keyTally, len(plans))}
-	for i := range t.keys {
-		t.keys[i].succeededRefs = map[string]bool{}
-	}
+func stream(capCtx, runCtx context.Context, f *fleet, plans []*keyPlan, rnd *lockedRand, clock *timeline, t *tally) {
 	sem := make(chan struct{}, maxInFlight)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -181,7 +175,6 @@ func stream(capCtx, runCtx context.Context, f *fleet, plans []*keyPlan, rnd *loc
 		}
 	}
 	wg.Wait()
-	return t
 }
 
 func deliver(ctx context.Context, f *fleet, t *tally, p *keyPlan, d *delivery, sem chan struct{}, rnd *lockedRand, clock *timeline) {
@@ -197,13 +190,13 @@ func deliver(ctx context.Context, f *fleet, t *tally, p *keyPlan, d *delivery, s
 			t.settle(p, d, "abandoned", clock)
 			return
 		}
-		status, hdr, body, err := invoke(ctx, inst.base, d, retry)
+		status, hdr, body, err := invoke(ctx, inst.Base, d, retry)
 		<-sem
 		if ctx.Err() != nil {
 			t.settle(p, d, "abandoned", clock)
 			return
 		}
-		var o outcome
+		var o handler.Outcome
 		if err == nil {
 			_ = json.Unmarshal(body, &o)
 		}
@@ -249,7 +242,7 @@ func invoke(ctx context.Context, base string, d *delivery, retry int) (int, http
 }
 
 // record counts one try and decides whether FC would deliver again.
-func (t *tally) record(p *keyPlan, d *delivery, retry int, inst string, status int, hdr http.Header, o outcome, err error, clock *timeline) (string, bool) {
+func (t *tally) record(p *keyPlan, d *delivery, retry int, inst string, status int, hdr http.Header, o handler.Outcome, err error, clock *timeline) (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := &t.keys[p.idx]
@@ -257,10 +250,10 @@ func (t *tally) record(p *keyPlan, d *delivery, retry int, inst string, status i
 	if retry > 0 {
 		t.retries++
 	}
-	if err == nil && o.Key != "" && o.Key != p.key {
-		k.wrongKey = append(k.wrongKey, fmt.Sprintf("%s answered key %s", inst, o.Key))
+	if err == nil && o.IdempotencyKey != "" && o.IdempotencyKey != p.key {
+		k.wrongKey = append(k.wrongKey, fmt.Sprintf("%s answered key %s", inst, o.IdempotencyKey))
 	}
-	if err == nil && o.Key != "" && !o.Duplicate && o.Decision != "" && o.Decision != "REJECTED" {
+	if err == nil && o.IdempotencyKey != "" && !o.Duplicate && o.Decision != "" && o.Decision != handler.DecisionRejected {
 		t.executions++
 	}
 	var what string
@@ -301,6 +294,7 @@ func (t *tally) record(p *keyPlan, d *delivery, retry int, inst string, status i
 // settle records how a delivery ended: answered, a dead letter, or cut by
 // the duration cap.
 func (t *tally) settle(p *keyPlan, d *delivery, how string, clock *timeline) {
+	t.settled.Add(1)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := &t.keys[p.idx]

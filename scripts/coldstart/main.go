@@ -1,4 +1,4 @@
-// Command coldstart measures the deploy artefact of issue 7: it builds the
+// Command coldstart measures the deploy artefact: it builds the
 // function as scripts/build.sh does (linux/amd64, CGO off, -trimpath,
 // -ldflags='-s -w', zipped), then starts the binary -runs times and times
 // each start from exec to the first 200 answer of POST /initialize (polled
@@ -16,23 +16,21 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"syscall"
+	"sync/atomic"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/devbuild"
+	"github.com/idemgate/idemgate/internal/dev/proc"
+	"github.com/idemgate/idemgate/internal/dev/progress"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -45,6 +43,7 @@ type options struct {
 	idle, timeout      time.Duration
 	jsonOut            string
 	keep               bool
+	progress           io.Writer // the progress bar over the starts; nil: none
 }
 
 // Report is what -json writes.
@@ -72,13 +71,14 @@ func run(args []string) int {
 	fs.IntVar(&o.runs, "runs", 20, "starts to time (after one untimed start that warms the page cache)")
 	fs.StringVar(&o.bin, "bin", "", "a built binary (default: OUT_DIR=<tmp> bash scripts/build.sh)")
 	fs.StringVar(&o.zip, "zip", "", "its deploy zip, for the size (default: the one build.sh wrote)")
-	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/idemgate_load", "MYSQL_DSN of the instance (/initialize pings it)")
+	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/idemgate_load", "MYSQL_DSN of the instance (/initialize pings it); its database is created if missing")
 	fs.StringVar(&o.redisURL, "redis-url", "redis://127.0.0.1:6379/14", "REDIS_URL of the instance")
 	fs.BoolVar(&o.embedded, "embedded", false, "start without MYSQL_DSN and REDIS_URL (embedded store under a temporary STATE_DIR)")
 	fs.DurationVar(&o.idle, "idle", 500*time.Millisecond, "idle time after /initialize before the second RSS reading")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound of one start")
 	fs.StringVar(&o.jsonOut, "json", "", "write the figures to FILE as JSON")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary build directory")
+	progressMode := fs.String("progress", "auto", progress.FlagUsage)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -87,6 +87,11 @@ func run(args []string) int {
 	}
 	if o.runs < 1 || o.runs > 1000 || o.timeout <= 0 || o.idle < 0 {
 		fmt.Fprintln(os.Stderr, "coldstart: -runs 1..1000, -timeout > 0, -idle ≥ 0")
+		return 2
+	}
+	var err error
+	if o.progress, err = progress.Writer(*progressMode, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "coldstart:", err)
 		return 2
 	}
 	rep, err := measure(context.Background(), o)
@@ -114,19 +119,8 @@ func measure(ctx context.Context, o options) (*Report, error) {
 		defer os.RemoveAll(tmp)
 	}
 	if o.bin == "" {
-		root, err := devbuild.RepoRoot()
-		if err != nil {
-			return nil, fmt.Errorf("%w (or give -bin)", err)
-		}
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "build.sh"))
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "OUT_DIR="+tmp)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("scripts/build.sh: %v\n%s", err, out)
-		}
-		o.bin = filepath.Join(tmp, "target", "main")
-		if o.zip == "" {
-			o.zip = filepath.Join(tmp, "dist", "function.zip")
+		if err := build(ctx, tmp, &o); err != nil {
+			return nil, err
 		}
 	}
 	rep := &Report{Runs: o.runs, Mode: "mysql+redis"}
@@ -140,18 +134,26 @@ func measure(ctx context.Context, o options) (*Report, error) {
 			rep.ZipBytes = st.Size()
 		}
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LLM_MODEL=offline",
-		"STATE_DIR=" + filepath.Join(tmp, "state")}
+	env := []string{"LLM_MODEL=offline", "STATE_DIR=" + filepath.Join(tmp, "state")}
 	if o.embedded {
 		rep.Mode = "embedded"
 	} else {
+		// /initialize pings the database: it must exist (it may stay empty).
+		if err := proc.EnsureDatabase(ctx, o.mysqlDSN); err != nil {
+			return nil, err
+		}
 		env = append(env, "MYSQL_DSN="+o.mysqlDSN, "REDIS_URL="+o.redisURL)
 	}
+	var done atomic.Int64
+	bar := progress.New(o.progress)
+	bar.Start("starts", o.runs+1, &done)
+	defer bar.Stop()
 	for i := 0; i <= o.runs; i++ {
 		s, err := start(ctx, o.bin, env, o.timeout, o.idle)
 		if err != nil {
 			return nil, fmt.Errorf("start %d: %w", i, err)
 		}
+		done.Add(1)
 		if i == 0 { // page cache and the database's connection path warmed
 			rep.FirstRunMs = s.initialize
 			continue
@@ -164,105 +166,53 @@ func measure(ctx context.Context, o options) (*Report, error) {
 	return rep, nil
 }
 
+// build runs scripts/build.sh into dir and points o at its binary and zip.
+func build(ctx context.Context, dir string, o *options) error {
+	root, err := proc.RepoRoot()
+	if err != nil {
+		return fmt.Errorf("%w (or give -bin)", err)
+	}
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "build.sh"))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "OUT_DIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("scripts/build.sh: %v\n%s", err, out)
+	}
+	o.bin = filepath.Join(dir, "target", "main")
+	if o.zip == "" {
+		o.zip = filepath.Join(dir, "dist", "function.zip")
+	}
+	return nil
+}
+
 type startResult struct {
 	listen, initialize float64 // ms since exec
 	rssInit, rssIdle   int64
 }
 
+// start times one start of bin (exec → listening → /initialize 200, polled
+// every 200 µs) and reads its RSS then and after idle. A non-200 answer of
+// /initialize ends the measurement at once, with the answer's body.
 func start(ctx context.Context, bin string, env []string, timeout, idle time.Duration) (startResult, error) {
 	var r startResult
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	in, err := proc.Start(ctx, bin, proc.Options{Env: env, Timeout: timeout, Poll: 200 * time.Microsecond,
+		RequestID: "coldstart"})
 	if err != nil {
 		return r, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	var logs bytes.Buffer
-	cmd := exec.Command(bin)
-	cmd.Env = append(env, "FC_SERVER_PORT="+strconv.Itoa(port))
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	url := fmt.Sprintf("http://127.0.0.1:%d/initialize", port)
-	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: (&net.Dialer{Timeout: 100 * time.Millisecond}).DialContext}}
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		return r, err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	deadline := t0.Add(timeout)
-	// poll retries try every 200 µs until it succeeds, the instance exits or
-	// the deadline passes, and returns the milliseconds since exec.
-	poll := func(try func() error, what string) (float64, error) {
-		for {
-			err := try()
-			if err == nil {
-				return ms(time.Since(t0)), nil
-			}
-			select {
-			case <-exited:
-				return 0, fmt.Errorf("the instance exited: %s", lastLines(logs.String()))
-			default:
-			}
-			if time.Now().After(deadline) {
-				return 0, fmt.Errorf("%s within %s: %v", what, timeout, err)
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
-	}
-	// First the listening socket (a TCP connect succeeds), then /initialize.
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if r.listen, err = poll(func() error {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}, "not listening"); err != nil {
-		return r, err
-	}
-	if r.initialize, err = poll(func() error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-		req.Header.Set("x-fc-request-id", "coldstart")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		return nil
-	}, "no 200 from /initialize"); err != nil {
-		return r, err
-	}
-	if r.rssInit, err = devbuild.RSS(cmd.Process.Pid); err != nil {
+	defer in.Stop()
+	r.listen, r.initialize = ms(in.Listening.Sub(in.Started)), ms(in.Ready.Sub(in.Started))
+	if r.rssInit, err = proc.RSS(in.Pid()); err != nil {
 		return r, err
 	}
 	time.Sleep(idle)
-	if r.rssIdle, err = devbuild.RSS(cmd.Process.Pid); err != nil {
+	if r.rssIdle, err = proc.RSS(in.Pid()); err != nil {
 		return r, err
 	}
 	return r, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func lastLines(s string) string {
-	if len(s) > 1500 {
-		s = s[len(s)-1500:]
-	}
-	return s
-}
 
 func stats(xs []float64) (lo, med, hi float64) {
 	s := slices.Clone(xs)

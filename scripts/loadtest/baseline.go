@@ -14,13 +14,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
-	"github.com/idemgate/idemgate/internal/bare"
+	"github.com/idemgate/idemgate/internal/dev/bare"
 )
 
 // setIfAbsent is the raw fast-path floor: one EVALSHA of the smallest claim.
@@ -39,31 +38,6 @@ type Baselines struct {
 }
 
 const scratchTable = "loadtest_scratch"
-
-// EnsureDatabase creates the DSN's database if it does not exist.
-func EnsureDatabase(ctx context.Context, dsn string) error {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return errors.New("-mysql-dsn is not a valid go-sql-driver DSN")
-	}
-	if cfg.DBName == "" {
-		return errors.New("-mysql-dsn needs a database name (it is created if missing)")
-	}
-	name := cfg.DBName
-	cfg.DBName = ""
-	cfg.Timeout = 3 * time.Second
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	c, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := db.ExecContext(c, "CREATE DATABASE IF NOT EXISTS `"+name+"`"); err != nil {
-		return fmt.Errorf("create database %s: %w", name, err)
-	}
-	return nil
-}
 
 // OpenBaselines connects, migrates (idempotent), creates the scratch table
 // and starts the in-process bare handler on loopback. Without redisURL only the MySQL

@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/customruntime"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkHTTPDuplicateRedis(b *testing.B) {
 	a, body := finishedKey(b, devnull)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Log: a.Log, Secrets: a.Redactor.Add}
+	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Log: a.Log, Hooks: handler.Hooks{Secrets: a.Redactor.Add}}
 	addr := make(chan string, 1)
 	go func() {
 		_ = srv.ListenAndServe(ctx, "127.0.0.1:0", func(bound net.Addr) { addr <- bound.String() })

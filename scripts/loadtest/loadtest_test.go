@@ -6,15 +6,14 @@ import (
 	"image/png"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/devbuild"
+	"github.com/idemgate/idemgate/internal/dev/proc"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 // TestLoadAgainstSpawnedInstances runs a small load (200 deliveries, 11.7 %
@@ -35,18 +34,13 @@ func TestLoadAgainstSpawnedInstances(t *testing.T) {
 	if err := os.Mkdir(o.WorkDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// A plain build (as the root e2e tests do) shares their build cache; the
+	// A plain build (as the e2e tests do) shares their build cache; the
 	// program's own -spawn build adds -trimpath and CGO_ENABLED=0.
-	root, err := devbuild.RepoRoot()
+	bin, err := proc.Build(context.Background(), dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Bin = filepath.Join(dir, "main")
-	build := exec.Command("go", "build", "-o", o.Bin, ".")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	o.Bin = bin
 	var out bytes.Buffer
 	sum, err := Run(context.Background(), o, &out)
 	if err != nil {

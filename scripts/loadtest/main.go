@@ -1,4 +1,4 @@
-// Command loadtest is the load test of issue 7. It replays a stream of
+// Command loadtest is the load test. It replays a stream of
 // EventBridge CloudEvents (summarize tasks of tenant acme, unique content per
 // business action) against running custom-runtime instances of the function,
 // with a chosen share of duplicates — redeliveries (same event, new FC request
@@ -46,6 +46,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/dev/progress"
 )
 
 func main() {
@@ -88,7 +90,7 @@ func run(args []string) int {
 	fs.StringVar(&o.JSON, "json", "", "write the summary (every run's figures) to FILE as JSON")
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed of the plan (0: from the clock)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory of spawned instances (logs, result objects)")
-	progress := fs.String("progress", "auto", "progress bar on stderr: auto (only when stderr is a terminal), on, off")
+	progressMode := fs.String("progress", "auto", progress.FlagUsage)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -106,16 +108,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "loadtest: -mix:", err)
 		return 2
 	}
-	switch *progress {
-	case "on":
-		o.Progress = os.Stderr
-	case "auto":
-		if isTerminal(os.Stderr) {
-			o.Progress = os.Stderr
-		}
-	case "off":
-	default:
-		fmt.Fprintln(os.Stderr, "loadtest: -progress: want auto, on or off")
+	if o.Progress, err = progress.Writer(*progressMode, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		return 2
 	}
 	o.Log = os.Stderr
@@ -140,12 +134,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // Options configure a load test. Start from DefaultOptions.

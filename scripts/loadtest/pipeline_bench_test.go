@@ -13,8 +13,9 @@ import (
 	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/dev/proc"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/internal/logx"
-	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // The benchmarks below take the function's duplicate path apart in-process
@@ -63,8 +64,8 @@ func finishedKey(b *testing.B, w io.Writer) (*app.App, []byte) {
 	if _, err := a.MySQL.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	body := cloudEvent("bench-"+nonce(), map[string]any{"tenant_id": "acme", "task_type": "summarize",
-		"operation": "summarize", "input": map[string]any{"content": "[bench " + nonce() + "] " + filler}})
+	body := cloudEvent("bench-"+proc.Nonce(), map[string]any{"tenant_id": "acme", "task_type": "summarize",
+		"operation": "summarize", "input": map[string]any{"content": "[bench " + proc.Nonce() + "] " + filler}})
 	if rep := a.Pipeline.Handle(ctx, body, handler.Meta{RequestID: "first", RetryCount: -1}); rep.Status != 200 {
 		b.Fatalf("first: %d %s", rep.Status, rep.Body)
 	}

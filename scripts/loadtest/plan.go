@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,85 +116,91 @@ func NewPlan(rng *rand.Rand, nonce string, n, c int, dupRate float64, mix Mix, b
 	if dups >= n {
 		dups = n - 1
 	}
-	u := n - dups
-	p := &Plan{Nonce: nonce, Counts: map[Kind]int{}}
+	p := &Plan{Nonce: nonce, Counts: map[Kind]int{}, Actions: newActions(nonce, n-dups)}
+	bursts := make([]int, len(p.Actions)) // extra members of each action's first unit
+	var later []timedUnit
+	for range dups {
+		if d, ok := p.drawDuplicate(rng, mix, bursts, min(burstMax, c), float64(8*c)); ok {
+			later = append(later, d)
+		}
+	}
+	p.schedule(bursts, later)
+	return p
+}
+
+// newActions are u business actions, each with content of its own.
+func newActions(nonce string, u int) []Action {
+	actions := make([]Action, 0, u)
 	for i := range u {
 		id := fmt.Sprintf("lt-%s-%06d", nonce, i)
 		data := map[string]any{"tenant_id": "acme", "task_type": "summarize", "operation": "summarize",
 			"input": map[string]any{"content": fmt.Sprintf("[loadtest %s action %d] %s", nonce, i, filler),
 				"language": "en", "max_words": 60},
 			"request_id": fmt.Sprintf("req-%s-%06d", nonce, i)}
-		p.Actions = append(p.Actions, Action{Index: i, EventID: id, Data: data, Body: cloudEvent(id, data)})
+		actions = append(actions, Action{Index: i, EventID: id, Data: data, Body: cloudEvent(id, data)})
 	}
-	maxBurst := min(burstMax, c)
-	type keyed struct {
-		at float64
-		u  Unit
+	return actions
+}
+
+// timedUnit is a unit with its place in the stream (in units of actions).
+type timedUnit struct {
+	at float64
+	u  Unit
+}
+
+// drawDuplicate draws one duplicate of a random action. A burst copy joins
+// the action's first unit (counted in bursts; ok is false); any other
+// duplicate is a unit of its own, up to lag after the first.
+func (p *Plan) drawDuplicate(rng *rand.Rand, mix Mix, bursts []int, maxBurst int, lag float64) (timedUnit, bool) {
+	u := len(p.Actions)
+	a := rng.IntN(u)
+	kind := KindRedeliver
+	switch r := rng.IntN(mix.Redeliver + mix.Double + mix.Burst); {
+	case r < mix.Redeliver:
+	case r < mix.Redeliver+mix.Double:
+		kind = KindDouble
+	default:
+		kind = KindBurst
 	}
-	bursts := make([]int, u) // extra members of each action's first unit
-	var later []keyed
-	total := mix.Redeliver + mix.Double + mix.Burst
-	lag := float64(8 * c)
-	for range dups {
-		a := rng.IntN(u)
-		r := rng.IntN(total)
-		kind := KindRedeliver
-		switch {
-		case r < mix.Redeliver:
-		case r < mix.Redeliver+mix.Double:
-			kind = KindDouble
-		default:
-			kind = KindBurst
-		}
-		if kind == KindBurst && maxBurst >= 2 {
-			placed := false
-			for try := 0; try < 8 && !placed; try++ {
-				if 1+bursts[a] < maxBurst {
-					bursts[a]++
-					placed = true
-				} else {
-					a = rng.IntN(u)
-				}
-			}
-			if placed {
+	if kind == KindBurst && maxBurst >= 2 {
+		for try := 0; try < 8; try++ {
+			if 1+bursts[a] < maxBurst {
+				bursts[a]++
 				p.Counts[KindBurst]++
-				continue
+				return timedUnit{}, false
 			}
+			a = rng.IntN(u)
 		}
-		if kind == KindBurst {
-			kind = KindRedeliver
-		}
-		body := p.Actions[a].Body
-		if kind == KindDouble {
-			body = cloudEvent(fmt.Sprintf("lt-%s-%06d-d%d", nonce, a, rng.IntN(1_000_000)), p.Actions[a].Data)
-		}
-		p.Counts[kind]++
-		later = append(later, keyed{at: float64(a) + 0.5 + rng.Float64()*lag,
-			u: Unit{Members: []Delivery{{Action: a, Kind: kind, Body: body}}}})
 	}
-	all := make([]keyed, 0, u+len(later))
+	if kind == KindBurst { // no room in a burst
+		kind = KindRedeliver
+	}
+	body := p.Actions[a].Body
+	if kind == KindDouble {
+		body = cloudEvent(fmt.Sprintf("lt-%s-%06d-d%d", p.Nonce, a, rng.IntN(1_000_000)), p.Actions[a].Data)
+	}
+	p.Counts[kind]++
+	return timedUnit{at: float64(a) + 0.5 + rng.Float64()*lag,
+		u: Unit{Members: []Delivery{{Action: a, Kind: kind, Body: body}}}}, true
+}
+
+// schedule orders the first units (with their burst copies) and the later
+// duplicates by their place in the stream.
+func (p *Plan) schedule(bursts []int, later []timedUnit) {
+	all := make([]timedUnit, 0, len(p.Actions)+len(later))
 	for i, a := range p.Actions {
 		m := []Delivery{{Action: i, Kind: KindFirst, Body: a.Body}}
 		for range bursts[i] {
 			m = append(m, Delivery{Action: i, Kind: KindBurst, Body: a.Body})
 		}
-		all = append(all, keyed{at: float64(i), u: Unit{Members: m}})
+		all = append(all, timedUnit{at: float64(i), u: Unit{Members: m}})
 	}
-	p.Counts[KindFirst] = u
+	p.Counts[KindFirst] = len(p.Actions)
 	all = append(all, later...)
-	slices.SortStableFunc(all, func(x, y keyed) int {
-		switch {
-		case x.at < y.at:
-			return -1
-		case x.at > y.at:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(all, func(x, y timedUnit) int { return cmp.Compare(x.at, y.at) })
 	for _, k := range all {
 		p.Units = append(p.Units, k.u)
 	}
-	return p
 }
 
 // PureDuplicates is a phase of n redeliveries of the given (finished) actions,

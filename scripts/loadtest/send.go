@@ -14,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/internal/dev/progress"
 )
 
 // Result is one request's answer (one CSV row).
@@ -48,19 +51,6 @@ func (r *Result) Class() string {
 		return "duplicate"
 	}
 	return "first"
-}
-
-// outcome is the function's answer (DESIGN §4.8) plus the failure fields.
-type outcome struct {
-	IdempotencyKey string `json:"idempotency_key"`
-	Status         string `json:"status"`
-	Duplicate      bool   `json:"duplicate"`
-	Decision       string `json:"decision"`
-	Attempt        int    `json:"attempt"`
-	ResultRef      string `json:"result_ref"`
-	RequestID      string `json:"request_id"`
-	ErrorType      string `json:"errorType"`
-	ErrorMessage   string `json:"errorMessage"`
 }
 
 // newClient is the one HTTP client of a run: the function's instances and the
@@ -114,7 +104,7 @@ func invoke(ctx context.Context, client *http.Client, base string, body []byte, 
 		r.Err = err.Error()
 		return
 	}
-	var o outcome
+	var o handler.Outcome
 	if err := json.Unmarshal(b, &o); err != nil {
 		r.Err = fmt.Sprintf("answer is not JSON: %.200s", b)
 		return
@@ -228,7 +218,7 @@ type Job struct {
 // that drift in the machine's load (other processes, the database's
 // background flushing) falls on every job alike. Each job's wall time is the
 // sum of its slices'.
-func interleave(jobs []Job, slices int, prog *Progress, label string) []PhaseResult {
+func interleave(jobs []Job, slices int, prog *progress.Bar, label string) []PhaseResult {
 	total := 0
 	for _, j := range jobs {
 		total += j.N

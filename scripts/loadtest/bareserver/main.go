@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency/redisfast"
-	"github.com/idemgate/idemgate/internal/bare"
+	"github.com/idemgate/idemgate/internal/dev/bare"
 )
 
 func main() {

@@ -5,9 +5,7 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
 // Required reports whether a missing service must fail the test.
@@ -98,9 +98,7 @@ func createRunDB() (string, error) {
 		return "", fmt.Errorf("%w: %s: %w", errUnreachable, cfg.Addr, err)
 	}
 	reapRunDBs(ctx, db, cfg.DBName, time.Now().Add(-2*time.Hour))
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := fmt.Sprintf("%s%s%d_%s", cfg.DBName, runPrefix, time.Now().Unix(), hex.EncodeToString(b))
+	name := fmt.Sprintf("%s%s%d_%s", cfg.DBName, runPrefix, time.Now().Unix(), proc.Nonce()[:8])
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
 		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
@@ -170,10 +168,8 @@ func FreshMySQLDSN(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
 	// Named like the run databases, so that a killed run's leftovers are reaped.
-	cfg.DBName = fmt.Sprintf("%s%s%d_f%s", base.DBName, runPrefix, time.Now().Unix(), hex.EncodeToString(b))
+	cfg.DBName = fmt.Sprintf("%s%s%d_f%s", base.DBName, runPrefix, time.Now().Unix(), proc.Nonce()[:12])
 	admin := *cfg
 	admin.DBName = ""
 	db, err := sql.Open("mysql", admin.FormatDSN())

@@ -1,4 +1,4 @@
-package main_test
+package e2e_test
 
 // Hardening end to end: what any upstream can send, and what must never
 // leak.
@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/ossresult/ossfake"
 )
 
@@ -117,7 +117,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	oss := ossfake.New(ossfake.Config{Bucket: ossBucket, Region: ossRegion, AccessKeyID: "LTAI-env-id", AccessKeySecret: akSecret})
 	defer oss.Close()
 	llm := newLLMFake(t, 0)
-	env := []string{"LLM_BASE_URL=" + llm.srv.URL + "/v1", "LLM_API_KEY=" + llmKey, "LLM_MODEL=qwen-plus", "LLM_TIMEOUT_SECONDS=1",
+	env := []string{"LLM_BASE_URL=" + llm.URL, "LLM_API_KEY=" + llmKey, "LLM_MODEL=qwen-plus", "LLM_TIMEOUT_SECONDS=1",
 		"MYSQL_DSN=" + dsn, "REDIS_URL=" + testenv.RedisURL(t), "STATE_DIR=" + t.TempDir(),
 		"OSS_ENDPOINT=" + oss.Endpoint(), "OSS_BUCKET=" + ossBucket, "OSS_REGION=" + ossRegion,
 		"ALIBABA_CLOUD_ACCESS_KEY_ID=LTAI-env-id", "ALIBABA_CLOUD_ACCESS_KEY_SECRET=" + akSecret}
@@ -132,15 +132,15 @@ func TestSecretsNeverLeak(t *testing.T) {
 	// The model fake is wrong on purpose: its 401 body quotes the key (the LLM
 	// fake answers 401 whenever the Authorization header is not sk-test-key).
 	send(inst, nil) // model failure path: 401 quoting "Bearer sk-SECRET-llm-0001"
-	llm.set(func(int32) (time.Duration, int) { return 2 * time.Second, 200 })
+	llm.Set(func(int64) (time.Duration, int) { return 2 * time.Second, 200 })
 	send(inst, nil) // timeout path (still 401 first: the fake checks the key before sleeping)
 	send(panicky, nil)
 	send(inst, map[string]string{"x-fc-access-key-id": "STS.hdr", "x-fc-access-key-secret": stsSecret, "x-fc-security-token": stsToken})
 	// And a success: the fake accepts our key from here on.
-	llm.accept(llmKey)
-	llm.set(func(int32) (time.Duration, int) { return 0, 200 })
+	llm.Accept(llmKey)
+	llm.Set(func(int64) (time.Duration, int) { return 0, 200 })
 	send(inst, nil)
-	llm.set(func(int32) (time.Duration, int) { return 2 * time.Second, 200 })
+	llm.Set(func(int64) (time.Duration, int) { return 2 * time.Second, 200 })
 	send(inst, nil) // a real timeout
 
 	if !strings.Contains(answers.String(), `"SUCCEEDED"`) || !strings.Contains(answers.String(), `"timeout"`) ||
@@ -178,7 +178,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	d := &drill{t: t, env: env}
 	stats, _ := d.cli("stats", "--json")
-	for name, text := range map[string]string{"instance output": inst.out.String() + panicky.out.String(),
+	for name, text := range map[string]string{"instance output": inst.Output() + panicky.Output(),
 		"answers": answers.String(), "records and objects": stored.String(), "stats": stats} {
 		for _, s := range secrets {
 			if strings.Contains(text, s) {

@@ -1,4 +1,4 @@
-package main_test
+package e2e_test
 
 // Results and model end to end: the binary against the OSS fake (which
 // checks the SDK's V4 signatures and the STS token), the LLM fake and a
@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency/keys"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/ossresult"
 	"github.com/idemgate/idemgate/ossresult/ossfake"
 )
@@ -70,7 +70,7 @@ func newWebhook(t *testing.T) *webhook {
 // notification per business key.
 func TestResultsFiftyTasksOnOSS(t *testing.T) {
 	oss, llm, hook := newOSSRig(t), newLLMFake(t, 20*time.Millisecond), newWebhook(t)
-	env := append(append(llm.env(), oss.env...), "MYSQL_DSN="+testenv.FreshMySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t),
+	env := append(append(llm.Env(), oss.env...), "MYSQL_DSN="+testenv.FreshMySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t),
 		"STATE_DIR="+t.TempDir())
 	migrate(t, env)
 	insts := []*instance{start(t, env...), start(t, env...)}
@@ -137,7 +137,7 @@ func TestResultsFiftyTasksOnOSS(t *testing.T) {
 	}
 	objects := oss.fake.Objects()
 	for k := range keys {
-		if n := llm.calls[k]; n != 1 {
+		if n := llm.Calls(k); n != 1 {
 			t.Errorf("key %s: %d model calls", k[:8], n)
 		}
 		if n := hook.calls[k+":notify"]; n != 1 {
@@ -157,28 +157,20 @@ func TestResultsFiftyTasksOnOSS(t *testing.T) {
 			t.Errorf("key %s: no input.json", k[:8])
 		}
 	}
-	t.Logf("%d deliveries of 50 tasks; %d model calls; %d objects", total, llm.total.Load(), len(objects))
-}
-
-func migrate(t *testing.T, env []string) {
-	t.Helper()
-	d := &drill{t: t, env: env}
-	if out, code := d.cli("migrate"); code != 0 {
-		t.Fatalf("migrate: %s", out)
-	}
+	t.Logf("%d deliveries of 50 tasks; %d model calls; %d objects", total, llm.Total(), len(objects))
 }
 
 // Each failure ends in its class of DESIGN §4.9.
 func TestResultsFailureClasses(t *testing.T) {
 	oss, llm := newOSSRig(t), newLLMFake(t, 0)
-	env := append(append(llm.env(), oss.env...), "STATE_DIR="+t.TempDir(), "LLM_TIMEOUT_SECONDS=1")
+	env := append(append(llm.Env(), oss.env...), "STATE_DIR="+t.TempDir(), "LLM_TIMEOUT_SECONDS=1")
 	inst := start(t, env...)
 	policy := `{"error":{"code":"data_inspection_failed","message":"Input data may contain inappropriate content.","type":"data_inspection_failed"}}`
 	cases := []struct {
 		name      string
 		secret    string
 		setup     func(t *testing.T, content string)
-		llm       func(n int32) (time.Duration, int)
+		llm       func(n int64) (time.Duration, int)
 		body      string
 		status    int
 		errorType string
@@ -202,13 +194,13 @@ func TestResultsFailureClasses(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, status: 404, errorType: "result_conflict"},
-		{name: "model timeout", llm: func(int32) (time.Duration, int) { return 2 * time.Second, 200 }, status: 404,
+		{name: "model timeout", llm: func(int64) (time.Duration, int) { return 2 * time.Second, 200 }, status: 404,
 			errorType: "timeout", retryable: true},
-		{name: "429", llm: func(int32) (time.Duration, int) { return 0, 429 }, status: 404, errorType: "rate_limited", retryable: true},
-		{name: "503 from the model", llm: func(int32) (time.Duration, int) { return 0, 503 }, status: 404,
+		{name: "429", llm: func(int64) (time.Duration, int) { return 0, 429 }, status: 404, errorType: "rate_limited", retryable: true},
+		{name: "503 from the model", llm: func(int64) (time.Duration, int) { return 0, 503 }, status: 404,
 			errorType: "temporary_unavailable", retryable: true},
-		{name: "400", llm: func(int32) (time.Duration, int) { return 0, 400 }, status: 404, errorType: "invalid_request"},
-		{name: "policy refusal", llm: func(int32) (time.Duration, int) { return 0, 400 }, body: policy, status: 404,
+		{name: "400", llm: func(int64) (time.Duration, int) { return 0, 400 }, status: 404, errorType: "invalid_request"},
+		{name: "policy refusal", llm: func(int64) (time.Duration, int) { return 0, 400 }, body: policy, status: 404,
 			errorType: "policy_rejected"},
 	}
 	for _, c := range cases {
@@ -217,13 +209,13 @@ func TestResultsFailureClasses(t *testing.T) {
 			if c.setup != nil {
 				c.setup(t, content)
 			}
-			llm.set(func(int32) (time.Duration, int) { return 0, 200 })
+			llm.Set(func(int64) (time.Duration, int) { return 0, 200 })
 			if c.llm != nil {
-				llm.set(c.llm)
+				llm.Set(c.llm)
 			}
-			llm.errBody.Store(nil)
+			llm.SetErrorBody("")
 			if c.body != "" {
-				llm.errBody.Store(&c.body)
+				llm.SetErrorBody(c.body)
 			}
 			secret := stsSecret
 			if c.secret != "" {
@@ -241,8 +233,8 @@ func TestResultsFailureClasses(t *testing.T) {
 			if m["status"] != wantStatus {
 				t.Fatalf("recorded %v, want %s", m["status"], wantStatus)
 			}
-			if strings.Contains(string(a.body), secret) || strings.Contains(inst.out.String(), stsSecret) ||
-				strings.Contains(inst.out.String(), stsToken) || strings.Contains(inst.out.String(), "sk-test-key") {
+			if strings.Contains(string(a.body), secret) || strings.Contains(inst.Output(), stsSecret) ||
+				strings.Contains(inst.Output(), stsToken) || strings.Contains(inst.Output(), "sk-test-key") {
 				t.Fatal("a secret reached the answer or the log")
 			}
 		})

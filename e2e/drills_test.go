@@ -1,4 +1,4 @@
-package main_test
+package e2e_test
 
 // The failure drills, against real MariaDB and Redis and the real binary:
 // each fails if its invariant breaks.
@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,12 +19,13 @@ import (
 
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/modelfake"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 type drill struct {
 	t     *testing.T
-	llm   *llmFake
+	llm   *modelfake.Fake
 	env   []string
 	store *mysqlstore.Store
 	state string // STATE_DIR: result objects live under it
@@ -36,10 +36,8 @@ type drill struct {
 func newDrill(t *testing.T, extra ...string) *drill {
 	dsn, redisURL := testenv.FreshMySQLDSN(t), testenv.RedisURL(t)
 	d := &drill{t: t, llm: newLLMFake(t, 0), state: t.TempDir()}
-	d.env = append(append(d.llm.env(), "MYSQL_DSN="+dsn, "REDIS_URL="+redisURL, "STATE_DIR="+d.state), extra...)
-	if out, code := d.cli("migrate"); code != 0 {
-		t.Fatalf("migrate: %s", out)
-	}
+	d.env = append(append(d.llm.Env(), "MYSQL_DSN="+dsn, "REDIS_URL="+redisURL, "STATE_DIR="+d.state), extra...)
+	migrate(t, d.env)
 	s, err := mysqlstore.Open(dsn, mysqlstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,23 +47,10 @@ func newDrill(t *testing.T, extra ...string) *drill {
 	return d
 }
 
-// cli runs a subcommand of the binary and returns stdout and the exit code.
+// cli runs a subcommand of the binary with the drill's environment.
 func (d *drill) cli(args ...string) (string, int) {
-	cmd := exec.Command(binary, args...)
-	cmd.Env = baseEnv(d.env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		d.t.Fatal(err)
-	}
-	if code != 0 {
-		d.t.Logf("%v exited %d; stderr:\n%s", args, code, stderr.String())
-	}
-	return stdout.String(), code
+	d.t.Helper()
+	return cli(d.t, d.env, args...)
 }
 
 func (d *drill) record(key string) idempotency.Record {
@@ -83,7 +68,7 @@ func (d *drill) approved(key string) (string, bool) {
 
 // tryInvoke is invoke for deliveries whose instance may die under them.
 func (i *instance) tryInvoke(body []byte, requestID string, retry int) (answer, error) {
-	req, _ := http.NewRequest(http.MethodPost, i.base+"/invoke", bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, i.Base+"/invoke", bytes.NewReader(body))
 	req.Header.Set("x-fc-request-id", requestID)
 	req.Header.Set("x-fc-function-timeout", "60")
 	if retry >= 0 {
@@ -116,8 +101,8 @@ func TestDrillSameEventTwice(t *testing.T) {
 	if first["decision"] != "FIRST" || second["duplicate"] != true || second["result_ref"] != first["result_ref"] {
 		t.Fatalf("first %v second %v", first, second)
 	}
-	if d.llm.total.Load() != 1 {
-		t.Fatalf("model calls %d", d.llm.total.Load())
+	if d.llm.Total() != 1 {
+		t.Fatalf("model calls %d", d.llm.Total())
 	}
 }
 
@@ -125,7 +110,7 @@ func TestDrillSameEventTwice(t *testing.T) {
 // calls it again under the same Idempotency-Key, within the attempt budget.
 func TestDrillModelTimeout(t *testing.T) {
 	d := newDrill(t, "LLM_TIMEOUT_SECONDS=1")
-	d.llm.set(func(n int32) (time.Duration, int) {
+	d.llm.Set(func(n int64) (time.Duration, int) {
 		if n == 1 {
 			return 2500 * time.Millisecond, 200 // answers, but after the client gave up
 		}
@@ -146,8 +131,8 @@ func TestDrillModelTimeout(t *testing.T) {
 	}
 	key := m["idempotency_key"].(string)
 	rec := d.record(key)
-	if calls := d.llm.calls[key]; calls != 2 || int(d.llm.total.Load()) > rec.Attempt {
-		t.Fatalf("model calls %d (key %d) vs attempts %d", d.llm.total.Load(), calls, rec.Attempt)
+	if calls := d.llm.Calls(key); calls != 2 || int(d.llm.Total()) > rec.Attempt {
+		t.Fatalf("model calls %d (key %d) vs attempts %d", d.llm.Total(), calls, rec.Attempt)
 	}
 	if !strings.HasSuffix(rec.ResultRef, "attempt-002/output.json") {
 		t.Fatalf("result_ref %s", rec.ResultRef)
@@ -169,14 +154,14 @@ func TestDrillCrashAfterOutput(t *testing.T) {
 	if _, err := doomed.tryInvoke(body, reqID, 0); err == nil {
 		t.Fatal("the doomed instance answered; the fault point did not fire")
 	}
-	_ = doomed.cmd.Wait()
+	doomed.Wait()
 	a, err := healthy.tryInvoke(body, reqID, 1)
 	m := mustJSON(t, a, err)
 	if a.status != 200 || m["status"] != "SUCCEEDED" || m["decision"] != "REPEAT_SAME" {
 		t.Fatalf("retry %d %v", a.status, m)
 	}
-	if d.llm.total.Load() != 1 {
-		t.Fatalf("model calls %d, want 1: the saved output must be reused", d.llm.total.Load())
+	if d.llm.Total() != 1 {
+		t.Fatalf("model calls %d, want 1: the saved output must be reused", d.llm.Total())
 	}
 	if _, ok := d.approved(m["idempotency_key"].(string)); !ok {
 		t.Fatal("no approved object")
@@ -186,7 +171,7 @@ func TestDrillCrashAfterOutput(t *testing.T) {
 // Drill 5: retries exhausted, then the dead letter, then a manual replay.
 func TestDrillExhaustedDeadLetterReplay(t *testing.T) {
 	d := newDrill(t, "MAX_ATTEMPTS=3")
-	d.llm.set(func(int32) (time.Duration, int) { return 0, 503 })
+	d.llm.Set(func(int64) (time.Duration, int) { return 0, 503 })
 	inst := start(t, d.env...)
 	body := taskEvent("ev-"+nonce(), "drill five "+nonce(), nil)
 	reqID := "fc-" + nonce()
@@ -203,8 +188,8 @@ func TestDrillExhaustedDeadLetterReplay(t *testing.T) {
 		t.Fatalf("after the budget: %s attempt %d", rec.Status, rec.Attempt)
 	}
 	a, err := inst.tryInvoke(body, reqID, 3) // FC's last retry: answered at once
-	if m := mustJSON(t, a, err); a.status != 404 || m["errorType"] != "temporary_unavailable" || d.llm.total.Load() != 3 {
-		t.Fatalf("after FAILED_FINAL: %d %v, model calls %d", a.status, m, d.llm.total.Load())
+	if m := mustJSON(t, a, err); a.status != 404 || m["errorType"] != "temporary_unavailable" || d.llm.Total() != 3 {
+		t.Fatalf("after FAILED_FINAL: %d %v, model calls %d", a.status, m, d.llm.Total())
 	}
 	// FC's failure destination receives the original event as a string.
 	dlq, _ := json.Marshal(map[string]any{"timestamp": time.Now().UnixMilli(),
@@ -219,19 +204,19 @@ func TestDrillExhaustedDeadLetterReplay(t *testing.T) {
 	if _, code := d.cli("replay", "--dlq", file); code != 2 {
 		t.Fatalf("replay without reason/operator exited %d, want 2", code)
 	}
-	d.llm.set(func(int32) (time.Duration, int) { return 0, 200 }) // the provider recovered
+	d.llm.Set(func(int64) (time.Duration, int) { return 0, 200 }) // the provider recovered
 	out, code := d.cli("replay", "--dlq", file, "--reason", "provider outage over", "--operator", "oncall@acme")
 	if code != 0 || !strings.Contains(out, `"status": "SUCCEEDED"`) {
 		t.Fatalf("replay: %d %s", code, out)
 	}
 	rec := d.record(key)
-	if rec.Status != idempotency.StatusSucceeded || rec.Attempt != 4 || d.llm.total.Load() != 4 {
-		t.Fatalf("after replay: %s attempt %d model calls %d", rec.Status, rec.Attempt, d.llm.total.Load())
+	if rec.Status != idempotency.StatusSucceeded || rec.Attempt != 4 || d.llm.Total() != 4 {
+		t.Fatalf("after replay: %s attempt %d model calls %d", rec.Status, rec.Attempt, d.llm.Total())
 	}
 	// A second replay never yields a second effective result.
 	out, code = d.cli("replay", "--key", key, "--reason", "double check", "--operator", "oncall@acme")
-	if code != 0 || !strings.Contains(out, `"duplicate": true`) || d.llm.total.Load() != 4 {
-		t.Fatalf("second replay: %d %s, model calls %d", code, out, d.llm.total.Load())
+	if code != 0 || !strings.Contains(out, `"duplicate": true`) || d.llm.Total() != 4 {
+		t.Fatalf("second replay: %d %s, model calls %d", code, out, d.llm.Total())
 	}
 	rps, err := d.store.Replays(context.Background(), key)
 	if err != nil || len(rps) != 2 || rps[0].PriorStatus != idempotency.StatusFailedFinal || rps[0].Operator != "oncall@acme" ||
@@ -247,7 +232,7 @@ func TestDrillExhaustedDeadLetterReplay(t *testing.T) {
 // takes the claim over at once and finishes.
 func TestDrillKill9MidTask(t *testing.T) {
 	d := newDrill(t)
-	d.llm.set(func(n int32) (time.Duration, int) {
+	d.llm.Set(func(n int64) (time.Duration, int) {
 		if n == 1 {
 			return 5 * time.Second, 200
 		}
@@ -258,17 +243,16 @@ func TestDrillKill9MidTask(t *testing.T) {
 	body := taskEvent("ev-"+nonce(), "kill nine "+nonce(), nil)
 	reqID := "fc-" + nonce()
 	go func() { _, _ = victim.tryInvoke(body, reqID, 0) }()
-	<-d.llm.arrived // the victim is inside the model call
-	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
-	_ = victim.cmd.Wait()
+	<-d.llm.Arrived // the victim is inside the model call
+	victim.Kill()
 	a, err := other.tryInvoke(body, reqID, 1)
 	m := mustJSON(t, a, err)
 	if a.status != 200 || m["status"] != "SUCCEEDED" || m["decision"] != "REPEAT_SAME" {
 		t.Fatalf("retry %d %v", a.status, m)
 	}
 	key := m["idempotency_key"].(string)
-	if rec := d.record(key); int(d.llm.total.Load()) > rec.Attempt {
-		t.Fatalf("model calls %d > attempts %d", d.llm.total.Load(), rec.Attempt)
+	if rec := d.record(key); int(d.llm.Total()) > rec.Attempt {
+		t.Fatalf("model calls %d > attempts %d", d.llm.Total(), rec.Attempt)
 	}
 }
 
@@ -276,7 +260,7 @@ func TestDrillKill9MidTask(t *testing.T) {
 // stale and publishes nothing; the approved object is the new owner's.
 func TestDrillSigstopPastLease(t *testing.T) {
 	d := newDrill(t, "LEASE_SECONDS=1")
-	d.llm.set(func(n int32) (time.Duration, int) {
+	d.llm.Set(func(n int64) (time.Duration, int) {
 		if n == 1 {
 			return 2500 * time.Millisecond, 200
 		}
@@ -293,8 +277,8 @@ func TestDrillSigstopPastLease(t *testing.T) {
 		}
 		done <- a
 	}()
-	<-d.llm.arrived
-	_ = paused.cmd.Process.Signal(syscall.SIGSTOP)
+	<-d.llm.Arrived
+	paused.Signal(syscall.SIGSTOP)
 	time.Sleep(1500 * time.Millisecond)               // past the 1 s lease
 	a, err := other.tryInvoke(body, "fc-"+nonce(), 0) // a redelivery
 	m := mustJSON(t, a, err)
@@ -302,7 +286,7 @@ func TestDrillSigstopPastLease(t *testing.T) {
 		t.Fatalf("takeover answer %v", m)
 	}
 	key := m["idempotency_key"].(string)
-	_ = paused.cmd.Process.Signal(syscall.SIGCONT)
+	paused.Signal(syscall.SIGCONT)
 	stale := <-done
 	if stale.status == 200 {
 		t.Fatalf("the paused worker answered success: %s", stale.body)
@@ -346,10 +330,10 @@ func TestDrillRedisStoppedMidStream(t *testing.T) {
 			t.Fatalf("duplicate %d executed again without Redis: %v", i, m)
 		}
 	}
-	if d.llm.total.Load() != 10 {
-		t.Fatalf("model calls %d, want 10 (one per key)", d.llm.total.Load())
+	if d.llm.Total() != 10 {
+		t.Fatalf("model calls %d, want 10 (one per key)", d.llm.Total())
 	}
-	if !strings.Contains(inst.out.String(), "fast layer unavailable") {
+	if !strings.Contains(inst.Output(), "fast layer unavailable") {
 		t.Fatal("the Redis outage was not logged")
 	}
 }
@@ -380,8 +364,8 @@ func TestDrillMySQLUnreachable(t *testing.T) {
 			t.Fatalf("while MySQL is down: %d %v", a.status, m)
 		}
 	}
-	if d.llm.total.Load() != 0 {
-		t.Fatalf("the model was called %d times without the durable store", d.llm.total.Load())
+	if d.llm.Total() != 0 {
+		t.Fatalf("the model was called %d times without the durable store", d.llm.Total())
 	}
 	proxy.Restore()
 	for i, b := range bodies {
@@ -390,8 +374,8 @@ func TestDrillMySQLUnreachable(t *testing.T) {
 			t.Fatalf("after recovery %d: %d %v", i, a.status, m)
 		}
 	}
-	if d.llm.total.Load() != 5 {
-		t.Fatalf("model calls %d, want 5", d.llm.total.Load())
+	if d.llm.Total() != 5 {
+		t.Fatalf("model calls %d, want 5", d.llm.Total())
 	}
 }
 
@@ -399,7 +383,7 @@ func TestDrillMySQLUnreachable(t *testing.T) {
 // task from its stored input once its lease expired.
 func TestDrillSweeperRedrivesAbandonedTask(t *testing.T) {
 	d := newDrill(t, "LEASE_SECONDS=1")
-	d.llm.set(func(n int32) (time.Duration, int) {
+	d.llm.Set(func(n int64) (time.Duration, int) {
 		if n == 1 {
 			return 3 * time.Second, 200
 		}
@@ -408,9 +392,8 @@ func TestDrillSweeperRedrivesAbandonedTask(t *testing.T) {
 	victim := start(t, d.env...)
 	body := taskEvent("ev-"+nonce(), "abandoned "+nonce(), nil)
 	go func() { _, _ = victim.tryInvoke(body, "fc-"+nonce(), 0) }()
-	<-d.llm.arrived
-	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
-	_ = victim.cmd.Wait()
+	<-d.llm.Arrived
+	victim.Kill()
 	time.Sleep(1200 * time.Millisecond) // the lease runs out
 	out, code := d.cli("sweep", "--grace", "0s")
 	if code != 0 {
@@ -432,8 +415,8 @@ func TestDrillSweeperRedrivesAbandonedTask(t *testing.T) {
 	if key == "" {
 		t.Fatalf("the abandoned task was not re-driven: %s", out)
 	}
-	if rec := d.record(key); rec.Status != idempotency.StatusSucceeded || int(d.llm.calls[key]) > rec.Attempt {
-		t.Fatalf("record %s attempt %d, model calls %d", rec.Status, rec.Attempt, d.llm.calls[key])
+	if rec := d.record(key); rec.Status != idempotency.StatusSucceeded || int(d.llm.Calls(key)) > rec.Attempt {
+		t.Fatalf("record %s attempt %d, model calls %d", rec.Status, rec.Attempt, d.llm.Calls(key))
 	}
 	if _, ok := d.approved(key); !ok {
 		t.Fatal("no approved object after the sweep")

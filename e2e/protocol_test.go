@@ -1,4 +1,4 @@
-package main_test
+package e2e_test
 
 import (
 	"bytes"
@@ -14,7 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/dev/proc"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 // The README's first command, as a new user runs it: twice, no servers, the
@@ -23,7 +24,7 @@ func TestReadmeInvokeTwice(t *testing.T) {
 	dir := t.TempDir()
 	run := func() map[string]any {
 		cmd := exec.Command(binary, "invoke", "--event", "testdata/events/eventbridge-single.json")
-		cmd.Env = baseEnv("STATE_DIR=" + dir)
+		cmd.Dir, cmd.Env = root, proc.BaseEnv("STATE_DIR="+dir)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
@@ -74,7 +75,7 @@ func TestReadmeInvokeTwice(t *testing.T) {
 func TestCustomRuntimeProtocol(t *testing.T) {
 	inst := start(t, "STATE_DIR="+t.TempDir())
 	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("testdata", "events", name))
+		b, err := os.ReadFile(filepath.Join(root, "testdata", "events", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func TestCustomRuntimeProtocol(t *testing.T) {
 		if path == "/pre-stop" {
 			method = http.MethodGet
 		}
-		req, _ := http.NewRequest(method, inst.base+path, nil)
+		req, _ := http.NewRequest(method, inst.Base+path, nil)
 		req.Header.Set("x-fc-request-id", "lc-"+path)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != 200 {
@@ -174,7 +175,7 @@ func TestCustomRuntimeProtocol(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	out := inst.out.String()
+	out := inst.Output()
 	for _, want := range []string{"FC Invoke Start RequestId: fc-1", "FC Invoke End RequestId: fc-1"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("log lacks %q", want)
@@ -187,12 +188,8 @@ func TestCustomRuntimeProtocol(t *testing.T) {
 func TestThreeInstancesOneExecution(t *testing.T) {
 	dsn, redisURL := testenv.MySQLDSN(t), testenv.RedisURL(t)
 	llm := newLLMFake(t, 300e6)
-	env := append(llm.env(), "MYSQL_DSN="+dsn, "REDIS_URL="+redisURL, "STATE_DIR="+t.TempDir())
-	migrate := exec.Command(binary, "migrate")
-	migrate.Env = baseEnv(env...)
-	if out, err := migrate.CombinedOutput(); err != nil {
-		t.Fatalf("migrate: %v\n%s", err, out)
-	}
+	env := append(llm.Env(), "MYSQL_DSN="+dsn, "REDIS_URL="+redisURL, "STATE_DIR="+t.TempDir())
+	migrate(t, env)
 	insts := []*instance{start(t, env...), start(t, env...), start(t, env...)}
 	content := "three instances " + nonce()
 	var wg sync.WaitGroup
@@ -224,8 +221,8 @@ func TestThreeInstancesOneExecution(t *testing.T) {
 			t.Fatalf("duplicate decision %v", m)
 		}
 	}
-	if executed != 1 || llm.total.Load() != 1 {
-		t.Fatalf("executions %d, model calls %d; want 1 and 1 (answers %v)", executed, llm.total.Load(), answers)
+	if executed != 1 || llm.Total() != 1 {
+		t.Fatalf("executions %d, model calls %d; want 1 and 1 (answers %v)", executed, llm.Total(), answers)
 	}
 	// Afterwards every instance answers the finished result.
 	for i, inst := range insts {
@@ -244,7 +241,7 @@ func golden(t *testing.T, name string, got map[string]any, stateDir string) {
 	t.Helper()
 	b, _ := json.MarshalIndent(got, "", "  ")
 	b = bytes.ReplaceAll(b, []byte(stateDir), []byte("$STATE_DIR"))
-	path := filepath.Join("testdata", "golden", name+".json")
+	path := filepath.Join(root, "testdata", "golden", name+".json")
 	if *update {
 		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 			t.Fatal(err)

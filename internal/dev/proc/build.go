@@ -1,10 +1,6 @@
-// Package devbuild serves the tools that build and run the function binary
-// (scripts/chaos, scripts/loadtest, scripts/coldstart): finding the
-// repository, building it, and reading a process's memory.
-package devbuild
+package proc
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 )
 
 // ErrNotInRepo: the working directory is not inside the repository.
@@ -71,23 +65,4 @@ func BuildPackage(ctx context.Context, pkg, bin string, deploy bool) (string, er
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
-}
-
-// RSS is the resident set size of pid in bytes (VmRSS of /proc/<pid>/status).
-func RSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			if f := strings.Fields(v); len(f) == 2 && f[1] == "kB" { // "12345 kB"
-				n, err := strconv.ParseInt(f[0], 10, 64)
-				return n * 1024, err
-			}
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }

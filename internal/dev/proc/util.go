@@ -1,0 +1,62 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Nonce is 16 random hex digits: ids, keys and database names that must not
+// repeat across runs (Redis and MariaDB are shared between runs).
+func Nonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Tail is the last n bytes of s, marked with "…" when cut.
+func Tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// BaseEnv is a clean environment: PATH and HOME, then extra (a later entry
+// of a name wins).
+func BaseEnv(extra ...string) []string {
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, extra...)
+}
+
+// CLI runs a subcommand of the binary with BaseEnv(env...) and returns its
+// stdout. A non-zero exit is an error that wraps the *exec.ExitError and
+// carries the tail of stderr.
+func CLI(ctx context.Context, bin string, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = BaseEnv(env...)
+	cmd.SysProcAttr = sysProcAttr()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err,
+			Tail(stderr.String(), 2000))
+	}
+	return stdout.String(), nil
+}

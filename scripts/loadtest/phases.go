@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/dev/proc"
+)
+
+// httpJob sends units to targets.
+func (r *runner) httpJob(run int, name string, units []Unit, targets []string) Job {
+	return Job{Name: name, N: len(units), Run: func(lo, hi int, done *atomic.Int64) PhaseResult {
+		return execute(r.ctx, r.client, run, name, units[lo:hi], targets, r.o.C, done)
+	}}
+}
+
+// opJob times n calls of an in-process baseline operation.
+func (r *runner) opJob(run int, name string, n int, op func(context.Context, int) error) Job {
+	return Job{Name: name, N: n, Run: func(lo, hi int, done *atomic.Int64) PhaseResult {
+		return timeOps(r.ctx, run, name, lo, hi, r.o.C, done, op)
+	}}
+}
+
+// dupJobs are the pure-duplicate phases and the bare handler, which run
+// interleaved.
+func (r *runner) dupJobs(run int, actions []Action, done []int, nDup, nBase int) []Job {
+	var jobs []Job
+	if nDup > 0 {
+		jobs = append(jobs, r.httpJob(run, r.dupPhase, PureDuplicates(actions, done, nDup), r.fl.targets))
+		if len(r.fl.mysqlTargets) > 0 {
+			jobs = append(jobs, r.httpJob(run, PhaseDupMySQL, PureDuplicates(actions, done, nDup), r.fl.mysqlTargets))
+		}
+	}
+	if nBase > 0 {
+		// The bare handlers are compared with the duplicate phases: as many
+		// requests as they have.
+		n := nBase
+		if nDup > 0 {
+			n = nDup
+		}
+		jobs = append(jobs, r.httpJob(run, PhaseBare, PureDuplicates(actions, done, n), r.fl.bareTargets),
+			r.httpJob(run, PhaseBareInProc, PureDuplicates(actions, done, n), []string{r.bl.Bare}))
+	}
+	return jobs
+}
+
+// floorJobs are the in-process floors, interleaved by group: raw EVALSHA
+// with the engine's Redis duplicate; raw INSERT+UPDATE and all raw ops with
+// the engine's claim+complete.
+func (r *runner) floorJobs(run int, n int, nonce string) ([][]Job, error) {
+	libDup, err := r.bl.EngineDuplicateRedis(r.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lib-dup-redis: %w", err)
+	}
+	// The Redis floors take ~30 µs an operation: n of them would be a few ms
+	// per slice, shorter than one GC cycle or scheduler hiccup, so they run
+	// redisFloorFactor times as many.
+	nr := n * redisFloorFactor
+	return [][]Job{
+		{r.opJob(run, PhaseRawEvalsha, nr, r.bl.RawEvalsha(nonce)), r.opJob(run, PhaseLibDup, nr, libDup)},
+		{r.opJob(run, PhaseRawInsert, n, r.bl.RawInsertUpdate()), r.opJob(run, PhaseRawAllOps, n, r.bl.RawAllOps()),
+			r.opJob(run, PhaseLibClaim, n, r.bl.EngineClaimComplete())},
+	}, nil
+}
+
+func isFunction(name string) bool {
+	return name == PhaseMain || name == PhaseDupRedis || name == PhaseDupMySQL
+}
+
+// tally counts the decisions of a function phase's 200 answers.
+func (r *runner) tally(ph PhaseResult) {
+	for i := range ph.Results {
+		res := &ph.Results[i]
+		if res.HTTPStatus == 200 && res.Decision != "" {
+			r.decisions[strings.ToLower(res.Decision)]++
+			if res.Kind == KindPureDup && res.Duplicate {
+				r.sentPure[ph.Name]++
+			}
+		}
+	}
+}
+
+// warmUp runs every phase briefly, unreported: connections, pools, the
+// scripts' SHA in Redis. Its decisions count in the stats check.
+func (r *runner) warmUp() error {
+	o := r.o
+	warm := NewPlan(r.rng, "warm"+proc.Nonce(), 4*o.C, o.C, 0, o.Mix, o.BurstMax)
+	ph := interleave([]Job{r.httpJob(0, PhaseMain, warm.Units, r.fl.targets)}, 1, r.prog, "warm-up")[0]
+	r.tally(ph)
+	done := finishedActions(ph, len(warm.Actions))
+	for _, ph := range interleave(r.dupJobs(0, warm.Actions, done, min(o.DupN, 4*o.C), min(o.BaseN, 4*o.C)), 2, r.prog, "warm-up") {
+		if isFunction(ph.Name) {
+			r.tally(ph)
+		}
+	}
+	if o.BaseN == 0 {
+		return nil
+	}
+	groups, err := r.floorJobs(0, min(o.BaseN, 4*o.C), "warm")
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		interleave(g, 2, r.prog, "warm-up")
+	}
+	return nil
+}
+
+// measured collects one run's phases.
+type measured struct {
+	rr     RunReport
+	phases []PhaseResult
+}
+
+func (m *measured) add(ph PhaseResult) {
+	m.phases = append(m.phases, ph)
+	s := summarizePhase(ph)
+	m.rr.Phases = append(m.rr.Phases, s)
+	m.rr.phaseByName[ph.Name] = s
+}
+
+// measure is one repetition: the main phase, the pure duplicates beside
+// the bare handler, the in-process floors, then the at-most-once check and
+// the run's report.
+func (r *runner) measure(run int) (RunReport, error) {
+	m := &measured{rr: RunReport{Run: run, Nonce: proc.Nonce(), phaseByName: map[string]PhaseSummary{},
+		CPU: map[string]time.Duration{}}}
+	plan := NewPlan(r.rng, m.rr.Nonce, r.o.N, r.o.C, r.o.DupRate, r.o.Mix, r.o.BurstMax)
+	m.rr.Plan = plan.Counts
+	mainPh := r.mainPhase(m, plan)
+	r.dupPhases(m, plan.Actions, finishedActions(mainPh, len(plan.Actions)))
+	if r.o.BaseN > 0 {
+		groups, err := r.floorJobs(run, r.o.BaseN, m.rr.Nonce)
+		if err != nil {
+			return m.rr, err
+		}
+		for i, g := range groups {
+			for _, ph := range interleave(g, r.o.Slices, r.prog, []string{"redis floor", "mysql floor"}[i]) {
+				m.add(ph)
+				r.addHist(ph.Name, ph, "")
+			}
+		}
+	}
+	var err error
+	if m.rr.Verify, err = Verify(r.ctx, plan, mainPh, r.bl.DB(), r.fl.stateDir); err != nil {
+		return m.rr, err
+	}
+	r.judge(m)
+	m.rr.Figures = figures(m.rr)
+	if r.csvw != nil {
+		for _, ph := range m.phases {
+			writeCSV(r.csvw, ph)
+		}
+		r.csvw.Flush()
+	}
+	printRun(r.out, m.rr)
+	return m.rr, nil
+}
+
+// mainPhase sends the plan, with the instances' CPU time and RSS sampled.
+func (r *runner) mainPhase(m *measured, plan *Plan) PhaseResult {
+	pids := r.fl.loadPIDs
+	var sampler RSSSampler
+	if len(pids) > 0 {
+		sampler.Start(pids)
+	}
+	cpu0 := proc.CPUTime(pids)
+	ph := interleave([]Job{r.httpJob(m.rr.Run, PhaseMain, plan.Units, r.fl.targets)}, 1, r.prog, PhaseMain)[0]
+	cpu1 := proc.CPUTime(pids)
+	if len(pids) > 0 {
+		if len(ph.Results) > 0 {
+			m.rr.CPU[PhaseMain] = (cpu1 - cpu0) / time.Duration(len(ph.Results))
+		}
+		m.rr.LoadRSS = map[string]int64{}
+		for pid, n := range sampler.Stop() {
+			m.rr.LoadRSS[r.fl.pidOf[pid]] = n
+		}
+	}
+	r.tally(ph)
+	m.add(ph)
+	r.addHist("main: first", ph, "first")
+	r.addHist("main: duplicate", ph, "duplicate")
+	return ph
+}
+
+// dupPhases runs the pure duplicates of the finished actions interleaved
+// with the bare handler, and charges each its processes' CPU time.
+func (r *runner) dupPhases(m *measured, actions []Action, done []int) {
+	f := r.fl
+	cpuR0, cpuM0, cpuB0 := proc.CPUTime(f.loadPIDs), proc.CPUTime(f.mysqlPIDs), proc.CPUTime(f.barePIDs)
+	phases := interleave(r.dupJobs(m.rr.Run, actions, done, r.o.DupN, r.o.BaseN), r.o.Slices, r.prog, "duplicates")
+	cpuR1, cpuM1, cpuB1 := proc.CPUTime(f.loadPIDs), proc.CPUTime(f.mysqlPIDs), proc.CPUTime(f.barePIDs)
+	for _, ph := range phases {
+		if isFunction(ph.Name) {
+			r.tally(ph)
+		}
+		if n := time.Duration(len(ph.Results)); n > 0 {
+			switch {
+			case ph.Name == r.dupPhase && len(f.loadPIDs) > 0:
+				m.rr.CPU[ph.Name] = (cpuR1 - cpuR0) / n
+			case ph.Name == PhaseDupMySQL && len(f.mysqlPIDs) > 0:
+				m.rr.CPU[ph.Name] = (cpuM1 - cpuM0) / n
+			case ph.Name == PhaseBare && len(f.barePIDs) > 0:
+				m.rr.CPU[ph.Name] = (cpuB1 - cpuB0) / n
+			}
+		}
+		m.add(ph)
+		r.addHist(ph.Name, ph, "")
+	}
+}
+
+// judge records the run's problems: a failed at-most-once check, or an
+// error in a function phase (main is judged by Verify). A baseline's errors
+// (e.g. the engine's duplicate answered by MySQL after a Redis call over the
+// 50 ms fast timeout) are reported with the figures but do not fail the run.
+func (r *runner) judge(m *measured) {
+	run := m.rr.Run
+	if !m.rr.Verify.OK() {
+		r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: at-most-once verification failed: %+v", run, m.rr.Verify))
+	}
+	for i, ph := range m.rr.Phases {
+		e := ph.Classes["error"]
+		switch {
+		case e.N == 0 || ph.Name == PhaseMain:
+		case isFunction(ph.Name):
+			r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: %d errors in %s: %s", run, e.N, ph.Name, firstErr(m.phases[i])))
+		default:
+			r.sum.Notes = append(r.sum.Notes, fmt.Sprintf("run %d: %d of %d baseline operations failed in %s: %s", run, e.N, ph.N, ph.Name, firstErr(m.phases[i])))
+		}
+	}
+}
+
+// addHist adds a phase's latencies of one class ("": all) to the PNG's
+// histogram under label.
+func (r *runner) addHist(label string, ph PhaseResult, class string) {
+	if _, ok := r.hist[label]; !ok {
+		r.histOrder = append(r.histOrder, label)
+	}
+	for i := range ph.Results {
+		if class == "" || ph.Results[i].Class() == class {
+			r.hist[label] = append(r.hist[label], ms(ph.Results[i].Latency))
+		}
+	}
+}
