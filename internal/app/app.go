@@ -107,7 +107,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		a.Close()
 		return nil, err
 	}
-	a.Pipeline = &handler.Pipeline{Engine: a.Engine, Results: results, Model: model, Notify: notify.New(10*time.Second, nil),
+	a.Pipeline = &handler.Pipeline{Engine: a.Engine, Results: results, Model: model, Notify: notify.New(notify.Options{Timeout: 10 * time.Second}),
 		Tasks: handler.Builtin(), Maint: store, Log: log}
 	return a, nil
 }
