@@ -31,6 +31,8 @@ var secrets = map[string]struct{ required bool }{
 	"MYSQL_DSN":   {required: true},
 	"LLM_API_KEY": {required: true},
 	"REDIS_URL":   {required: false}, // optional (no fast layer), but holds a password when set
+	// optional (notifications unsigned), but a key when set
+	"NOTIFY_SIGNING_SECRET": {required: false},
 }
 
 // The function must outlive one model call plus the writes after it (MySQL
