@@ -480,7 +480,8 @@ func leastPrivilege(f *function) error {
 		return errors.New("template.yml: no role with an inline policy")
 	}
 	allowed := map[string][]string{
-		"oss": {"oss:PutObject", "oss:GetObject"}, // HeadObject is authorised by oss:GetObject
+		// HeadObject is authorised by oss:GetObject; a PUT with x-oss-tagging needs oss:PutObjectTagging.
+		"oss": {"oss:PutObject", "oss:PutObjectTagging", "oss:GetObject"},
 		"log": {"log:PostLogStoreLogs"},
 		"mns": {"mns:SendMessage"},
 	}
@@ -517,7 +518,7 @@ func leastPrivilege(f *function) error {
 			}
 		}
 	}
-	for _, a := range []string{"oss:PutObject", "oss:GetObject", "log:PostLogStoreLogs", "mns:SendMessage"} {
+	for _, a := range []string{"oss:PutObject", "oss:PutObjectTagging", "oss:GetObject", "log:PostLogStoreLogs", "mns:SendMessage"} {
 		if !seen[a] {
 			errs = append(errs, fmt.Errorf("the role lacks %s", a))
 		}
