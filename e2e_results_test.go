@@ -39,7 +39,7 @@ type ossRig struct {
 
 func newOSSRig(t *testing.T) *ossRig {
 	fake := ossfake.New(ossfake.Config{Bucket: ossBucket, Region: ossRegion, AccessKeyID: stsID,
-		AccessKeySecret: stsSecret, SecurityToken: stsToken})
+		AccessKeySecret: stsSecret, SecurityToken: stsToken, RequireTag: ossresult.TagKind, RequireTagPrefix: "tasks/"})
 	t.Cleanup(fake.Close)
 	return &ossRig{fake: fake, env: []string{"OSS_ENDPOINT=" + fake.Endpoint(), "OSS_BUCKET=" + ossBucket, "OSS_REGION=" + ossRegion}}
 }
@@ -161,6 +161,10 @@ func TestResultsFiftyTasksOnOSS(t *testing.T) {
 		}
 		approved, ok := objects["tasks/"+k+"/approved/result.md"]
 		output, ok2 := objects["tasks/"+k+"/attempt-001/output.json"]
+		input := objects["tasks/"+k+"/input.json"]
+		if approved.Tags[ossresult.TagKind] != "approved" || output.Tags[ossresult.TagKind] != "attempt" || input.Tags[ossresult.TagKind] != "input" {
+			t.Errorf("key %s: tags approved %v, output %v, input %v", k[:8], approved.Tags, output.Tags, input.Tags)
+		}
 		var out struct{ Text string }
 		if !ok || !ok2 || json.Unmarshal(output.Body, &out) != nil || out.Text != string(approved.Body) {
 			t.Errorf("key %s: approved %v output %v: approved/result.md must equal the output's text", k[:8], ok, ok2)
