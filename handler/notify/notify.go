@@ -75,7 +75,6 @@ type Client struct {
 	timeout time.Duration
 	allow   AllowList
 	secret  string
-	now     func() time.Time
 }
 
 // New returns a Client with a connection pool of its own
@@ -92,7 +91,7 @@ func New(o Options) *Client {
 	tr.DialContext = newDialer(o.Lookup).DialContext
 	hc := &http.Client{Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &Client{hc: hc, timeout: o.Timeout, allow: o.Allow, secret: o.SigningSecret, now: time.Now}
+	return &Client{hc: hc, timeout: o.Timeout, allow: o.Allow, secret: o.SigningSecret}
 }
 
 // Allowed checks rawURL against the allow list without any network I/O, so
@@ -151,7 +150,7 @@ func (c *Client) Post(ctx context.Context, rawURL, key, requestID string, body [
 		req.Header.Set("X-Request-Id", requestID)
 	}
 	if c.secret != "" {
-		req.Header.Set(SignatureHeader, Sign(c.secret, c.now(), body))
+		req.Header.Set(SignatureHeader, Sign(c.secret, time.Now(), body))
 	}
 
 	res, err := c.hc.Do(req)
