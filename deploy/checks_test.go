@@ -88,7 +88,7 @@ func checkEnvNames(cloud, local Stack) error {
 
 // secrets must come from a deploy-time input marked secret (NoEcho in ROS);
 // required: the input has no default.
-var secrets = map[string]bool{"MYSQL_DSN": true, "LLM_API_KEY": true, "REDIS_URL": false}
+var secrets = map[string]bool{"MYSQL_DSN": true, "LLM_API_KEY": true, "REDIS_URL": false, "NOTIFY_SIGNING_SECRET": false}
 
 func checkSecrets(cloud, _ Stack) error {
 	var errs []error
@@ -327,7 +327,9 @@ func checkLeastPrivilege(cloud, _ Stack) error {
 	if cloud.Role == nil {
 		return errors.New("no role")
 	}
-	allowed := map[string][]string{"oss": {"oss:PutObject", "oss:GetObject"}, "log": {"log:PostLogStoreLogs"}, "mns": {"mns:SendMessage"}}
+	// A PUT with x-oss-tagging needs oss:PutObjectTagging.
+	allowed := map[string][]string{"oss": {"oss:PutObject", "oss:PutObjectTagging", "oss:GetObject"},
+		"log": {"log:PostLogStoreLogs"}, "mns": {"mns:SendMessage"}}
 	bucket, _ := resolve(envValue(cloud, "OSS_BUCKET"), rosFormat)
 	logs, _ := cloud.Function.Logs.(PerFormat).ROS.(tree)
 	project, _ := resolve(logs.get("Project"), rosFormat)
@@ -364,7 +366,7 @@ func checkLeastPrivilege(cloud, _ Stack) error {
 			}
 		}
 	}
-	for _, a := range []string{"oss:PutObject", "oss:GetObject", "log:PostLogStoreLogs", "mns:SendMessage"} {
+	for _, a := range []string{"oss:PutObject", "oss:PutObjectTagging", "oss:GetObject", "log:PostLogStoreLogs", "mns:SendMessage"} {
 		if !seen[a] {
 			errs = append(errs, fmt.Errorf("the role lacks %s", a))
 		}

@@ -103,6 +103,7 @@ type inputs struct {
 	region, functionName, codeBucket, codeObject, vpcID, vSwitchID, securityGroupID, roleARN, dlqARN *Input
 	mysqlDSN, redisURL, llmAPIKey, llmBaseURL, llmModel, llmTimeout, dedupTTL, lease, maxAttempts    *Input
 	stateDir, ossBucket, ossEndpoint, ossRegion, logProject, logStore, dlqQueue                      *Input
+	notifyAllowedHosts, notifySigningSecret                                                          *Input
 }
 
 const digits = "^[0-9]+$"
@@ -158,6 +159,10 @@ func newInputs() inputs {
 		logProject: &Input{Param: "LogProject", Doc: "existing SLS project for the function logs"},
 		logStore: &Input{Param: "LogStore", Default: Lit("default-logs"),
 			Doc: "existing logstore in LogProject (indexed, see docs/deploy.md)"},
+		notifyAllowedHosts: &Input{Env: "NOTIFY_ALLOWED_HOSTS", Param: "NotifyAllowedHosts", Default: Lit(""),
+			Doc: "hosts notify.url may name (docs/operations.md); empty = every notify refused"},
+		notifySigningSecret: &Input{Env: "NOTIFY_SIGNING_SECRET", Param: "NotifySigningSecret", Secret: true, Default: Lit(""),
+			Doc: "at least 32 characters (openssl rand -hex 32); empty = notifications unsigned"},
 		dlqQueue: &Input{Param: "DlqQueueName", Default: Lit("idemgate-dlq"),
 			Doc: "existing MNS queue that receives failed async invocations"},
 	}
@@ -204,6 +209,7 @@ func Idemgate() Stack {
 				{"LLM_BASE_URL", in.llmBaseURL}, {"LLM_API_KEY", in.llmAPIKey}, {"LLM_MODEL", in.llmModel},
 				{"LLM_TIMEOUT_SECONDS", in.llmTimeout}, {"DEDUP_TTL_SECONDS", in.dedupTTL},
 				{"LEASE_SECONDS", in.lease}, {"MAX_ATTEMPTS", in.maxAttempts},
+				{"NOTIFY_ALLOWED_HOSTS", in.notifyAllowedHosts}, {"NOTIFY_SIGNING_SECRET", in.notifySigningSecret},
 			},
 			Async: &Async{MaxRetries: 3, MaxEventAgeS: 86400,
 				OnFailure: PerFormat{S: in.dlqARN, ROS: dlq("/messages")}},
@@ -220,8 +226,9 @@ func Idemgate() Stack {
 			TrustedBy:   "fc.aliyuncs.com",
 			PolicyName:  Sub{in.functionName, "-fc-least-privilege"},
 			Statements: []Statement{
-				{Why: "HeadObject is authorised by oss:GetObject; no Delete*, no List*, nothing outside tasks/.",
-					Actions:   []string{"oss:PutObject", "oss:GetObject"},
+				{Why: "HeadObject is authorised by oss:GetObject; PutObjectTagging: objects are tagged on PUT " +
+					"(x-oss-tagging) for the lifecycle rules; no Delete*, no List*, nothing outside tasks/.",
+					Actions:   []string{"oss:PutObject", "oss:PutObjectTagging", "oss:GetObject"},
 					Resources: []Sub{{"acs:oss:*:", AccountID, ":", in.ossBucket, "/tasks/*"}}},
 				{Actions: []string{"log:PostLogStoreLogs"},
 					Resources: []Sub{{"acs:log:", Region, ":", AccountID, ":project/", in.logProject, "/logstore/", in.logStore}}},
@@ -232,7 +239,7 @@ func Idemgate() Stack {
 		Inputs: []*Input{in.region, in.functionName, in.codeBucket, in.codeObject, in.vpcID, in.vSwitchID, in.securityGroupID,
 			in.mysqlDSN, in.redisURL, in.llmAPIKey, in.llmBaseURL, in.llmModel, in.llmTimeout, in.dedupTTL, in.lease,
 			in.maxAttempts, in.stateDir, in.ossBucket, in.ossEndpoint, in.logProject, in.logStore, in.dlqQueue,
-			in.ossRegion, in.roleARN, in.dlqARN},
+			in.ossRegion, in.roleARN, in.dlqARN, in.notifyAllowedHosts, in.notifySigningSecret},
 		NotDeployed: []Unset{
 			{"FC_SERVER_PORT FC_CUSTOM_LISTEN_PORT", "the platform sets them from customRuntimeConfig.port"},
 			{"ALIBABA_CLOUD_ACCESS_KEY_ID ALIBABA_CLOUD_ACCESS_KEY_SECRET ALIBABA_CLOUD_SECURITY_TOKEN",

@@ -73,7 +73,6 @@ func TestReadmeInvokeTwice(t *testing.T) {
 }
 
 func TestCustomRuntimeProtocol(t *testing.T) {
-	inst := start(t, "STATE_DIR="+t.TempDir())
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(root, "testdata", "events", name))
 		if err != nil {
@@ -91,6 +90,7 @@ func TestCustomRuntimeProtocol(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer receiver.Close()
+	inst := start(t, "STATE_DIR="+t.TempDir(), "NOTIFY_ALLOWED_HOSTS="+receiver.URL+";loopback")
 	batch := bytes.ReplaceAll(read("eventbridge-batch.json"), []byte("https://hooks.globex.example/idemgate"), []byte(receiver.URL+"/idemgate"))
 	cases := []struct {
 		name      string

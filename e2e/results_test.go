@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/handler/notify"
 	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/ossresult"
@@ -37,7 +39,7 @@ type ossRig struct {
 
 func newOSSRig(t *testing.T) *ossRig {
 	fake := ossfake.New(ossfake.Config{Bucket: ossBucket, Region: ossRegion, AccessKeyID: stsID,
-		AccessKeySecret: stsSecret, SecurityToken: stsToken})
+		AccessKeySecret: stsSecret, SecurityToken: stsToken, RequireTag: ossresult.TagKind, RequireTagPrefix: "tasks/"})
 	t.Cleanup(fake.Close)
 	return &ossRig{fake: fake, env: []string{"OSS_ENDPOINT=" + fake.Endpoint(), "OSS_BUCKET=" + ossBucket, "OSS_REGION=" + ossRegion}}
 }
@@ -53,9 +55,18 @@ type webhook struct {
 	calls map[string]int
 }
 
+// hookSecret signs the notifications; the receiver counts only verified ones.
+const hookSecret = "hook-signing-secret-0123456789abcdef"
+
 func newWebhook(t *testing.T) *webhook {
 	w := &webhook{calls: map[string]int{}}
 	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := notify.Verify(hookSecret, r.Header.Get(notify.SignatureHeader), body, time.Minute); err != nil {
+			t.Errorf("webhook: %v", err)
+			rw.WriteHeader(http.StatusUnauthorized)
+			return
+		}
 		w.mu.Lock()
 		w.calls[r.Header.Get("Idempotency-Key")]++
 		w.mu.Unlock()
@@ -65,13 +76,18 @@ func newWebhook(t *testing.T) *webhook {
 	return w
 }
 
+// env allows the receiver (plain http on loopback) and signs for it.
+func (w *webhook) env() []string {
+	return []string{"NOTIFY_ALLOWED_HOSTS=" + w.srv.URL + ";loopback", "NOTIFY_SIGNING_SECRET=" + hookSecret}
+}
+
 // 50 tasks with duplicates mixed in (redeliveries, double submits, bursts)
 // over two instances: exactly one model call, one approved object and one
 // notification per business key.
 func TestResultsFiftyTasksOnOSS(t *testing.T) {
 	oss, llm, hook := newOSSRig(t), newLLMFake(t, 20*time.Millisecond), newWebhook(t)
-	env := append(append(llm.Env(), oss.env...), "MYSQL_DSN="+testenv.FreshMySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t),
-		"STATE_DIR="+t.TempDir())
+	env := append(append(append(llm.Env(), oss.env...), hook.env()...), "MYSQL_DSN="+testenv.FreshMySQLDSN(t),
+		"REDIS_URL="+testenv.RedisURL(t), "STATE_DIR="+t.TempDir())
 	migrate(t, env)
 	insts := []*instance{start(t, env...), start(t, env...)}
 	run := nonce()
@@ -145,6 +161,10 @@ func TestResultsFiftyTasksOnOSS(t *testing.T) {
 		}
 		approved, ok := objects["tasks/"+k+"/approved/result.md"]
 		output, ok2 := objects["tasks/"+k+"/attempt-001/output.json"]
+		input := objects["tasks/"+k+"/input.json"]
+		if approved.Tags[ossresult.TagKind] != "approved" || output.Tags[ossresult.TagKind] != "attempt" || input.Tags[ossresult.TagKind] != "input" {
+			t.Errorf("key %s: tags approved %v, output %v, input %v", k[:8], approved.Tags, output.Tags, input.Tags)
+		}
 		var out struct{ Text string }
 		if !ok || !ok2 || json.Unmarshal(output.Body, &out) != nil || out.Text != string(approved.Body) {
 			t.Errorf("key %s: approved %v output %v: approved/result.md must equal the output's text", k[:8], ok, ok2)

@@ -26,10 +26,13 @@
 // never rests on OSS alone: only the worker that holds the fence publishes,
 // and attempt objects have per-attempt keys. Prefer an unversioned bucket.
 //
-// Recommended lifecycle rule: expire tasks/*/attempt-* after e.g. 7 days
-// (once a task completes, approved/result.md is the result; result_ref keeps
-// naming the attempt, so pick the age to outlive replays and audits); keep
-// tasks/*/input.json and tasks/*/approved/ as long as retention requires.
-// OSS rules select objects by prefix and tags, not by wildcard: a plain rule
-// on tasks/ would expire inputs and approved results too.
+// Every object of the layout is tagged with its kind when it is written
+// ([TagKind] = [KindInput], [KindAttempt] or [KindApproved], from [KindOf]):
+// OSS lifecycle rules select objects by prefix and tag, not by wildcard, so
+// a rule on prefix tasks/ with tag idemgate-kind=attempt (or input) can
+// expire those and leave approved results alone. Tagging on PUT needs
+// oss:PutObjectTagging besides oss:PutObject. Once a task completes,
+// approved/result.md is the result; result_ref keeps naming the attempt, so
+// pick the age to outlive replays and audits. The local store records the
+// kind in its metadata file.
 package ossresult

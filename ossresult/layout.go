@@ -36,6 +36,52 @@ func ApprovedKey(k string) (string, error) {
 	return "tasks/" + k + "/approved/result.md", nil
 }
 
+// Object kinds. Every object of the layout is tagged TagKind=<kind> when it is
+// written (x-oss-tagging on OSS, the metadata file locally), because OSS
+// lifecycle rules select by prefix and tag, not by pattern: a rule on
+// tasks/ with tag idemgate-kind=attempt expires attempt outputs and leaves
+// approved results alone.
+const (
+	TagKind      = "idemgate-kind"
+	KindInput    = "input"    // tasks/<K>/input.json
+	KindAttempt  = "attempt"  // tasks/<K>/attempt-<NNN>/output.json
+	KindApproved = "approved" // tasks/<K>/approved/result.md
+)
+
+// KindOf returns the kind of a key of the layout above, "" for any other key.
+func KindOf(key string) string {
+	parts := strings.Split(key, "/")
+	if len(parts) < 3 || parts[0] != "tasks" || checkBusinessKey(parts[1]) != nil {
+		return ""
+	}
+	switch rest := parts[2:]; {
+	case len(rest) == 1 && rest[0] == "input.json":
+		return KindInput
+	case len(rest) == 2 && rest[0] == "approved" && rest[1] == "result.md":
+		return KindApproved
+	case len(rest) == 2 && rest[1] == "output.json" && attemptDir(rest[0]):
+		return KindAttempt
+	}
+	return ""
+}
+
+// attemptDir matches what AttemptKey writes: attempt-NNN, at least three
+// digits, zero-padded only up to three, n >= 1.
+func attemptDir(s string) bool {
+	digits, ok := strings.CutPrefix(s, "attempt-")
+	if !ok || len(digits) < 3 || (len(digits) > 3 && digits[0] == '0') {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+		n = min(n*10+int(digits[i]-'0'), 1<<30)
+	}
+	return n >= 1
+}
+
 func checkBusinessKey(k string) error {
 	if len(k) != 64 {
 		return invalid("business key must be 64 lowercase hex characters, got %d characters", len(k))

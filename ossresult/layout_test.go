@@ -40,3 +40,41 @@ func TestLayout(t *testing.T) {
 		})
 	}
 }
+
+func TestKindOf(t *testing.T) {
+	k := strings.Repeat("0a", 32)
+	must := func(key string, err error) string {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	for _, tc := range []struct {
+		name, key, want string
+	}{
+		{"input", must(ossresult.InputKey(k)), ossresult.KindInput},
+		{"attempt 1", must(ossresult.AttemptKey(k, 1)), ossresult.KindAttempt},
+		{"attempt 999", must(ossresult.AttemptKey(k, 999)), ossresult.KindAttempt},
+		{"attempt 1000", must(ossresult.AttemptKey(k, 1000)), ossresult.KindAttempt},
+		{"approved", must(ossresult.ApprovedKey(k)), ossresult.KindApproved},
+		{"attempt 0", "tasks/" + k + "/attempt-000/output.json", ""},
+		{"attempt unpadded", "tasks/" + k + "/attempt-1/output.json", ""},
+		{"attempt over-padded", "tasks/" + k + "/attempt-0001/output.json", ""},
+		{"attempt not a number", "tasks/" + k + "/attempt-0x1/output.json", ""},
+		{"attempt other file", "tasks/" + k + "/attempt-001/input.json", ""},
+		{"approved other file", "tasks/" + k + "/approved/result.json", ""},
+		{"input one level deeper", "tasks/" + k + "/x/input.json", ""},
+		{"trailing segment", must(ossresult.InputKey(k)) + "/x", ""},
+		{"upper-case business key", "tasks/" + strings.ToUpper(k) + "/input.json", ""},
+		{"short business key", "tasks/" + k[:62] + "/input.json", ""},
+		{"other prefix", "results/" + k + "/input.json", ""},
+		{"not the layout", "misc/empty", ""},
+		{"empty", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ossresult.KindOf(tc.key); got != tc.want {
+				t.Errorf("KindOf(%q) = %q, want %q", tc.key, got, tc.want)
+			}
+		})
+	}
+}

@@ -37,6 +37,7 @@ type localMeta struct {
 	ContentType    string `json:"content_type"`
 	SHA256         string `json:"sha256"`
 	Size           int    `json:"size"`
+	Kind           string `json:"kind,omitempty"` // KindOf(key), what the OSS store tags
 }
 
 // NewLocal opens (creating it if needed) a store rooted at dir.
@@ -77,7 +78,7 @@ func (l *Local) PutOnce(ctx context.Context, key string, body []byte, contentTyp
 		return "", localErr("put", key, err)
 	}
 	want := localMeta{IdempotencyKey: m.IdempotencyKey, RequestID: m.RequestID,
-		ContentType: contentType, SHA256: sha256Hex(body), Size: len(body)}
+		ContentType: contentType, SHA256: sha256Hex(body), Size: len(body), Kind: KindOf(key)}
 	metaJSON, err := json.Marshal(want)
 	if err != nil {
 		return "", localErr("put", key, err)

@@ -2,6 +2,7 @@ package ossresult_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,7 +25,22 @@ func openLocal(t *testing.T) resulttest.Subject {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resulttest.Subject{Store: s, Keys: func(t *testing.T) []string { return localKeys(t, dir) }}
+	return resulttest.Subject{Store: s, Keys: func(t *testing.T) []string { return localKeys(t, dir) },
+		Kind: func(t *testing.T, key string) string { return localKind(t, dir, key) }}
+}
+
+// localKind reads the kind from the object's metadata file.
+func localKind(t *testing.T, dir, key string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(key)) + ".meta.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Kind string }
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Kind
 }
 
 // localKeys lists every file but metadata sidecars, so leftover temp files

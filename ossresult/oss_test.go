@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -21,12 +22,17 @@ const (
 	testRegion = "cn-hangzhou"
 )
 
+// anInput is an input.json key of the layout (tagged on PUT).
+var anInput = "tasks/" + strings.Repeat("ab", 32) + "/input.json"
+
 var stsCreds = ossresult.Credentials{AccessKeyID: "STS.fakeKeyId", AccessKeySecret: "fake-secret", SecurityToken: "fake-sts-token"}
 
 func newFake(t *testing.T) *ossfake.Server {
 	t.Helper()
+	// Every object under tasks/ must arrive tagged: the lifecycle rules depend on it.
 	f := ossfake.New(ossfake.Config{Bucket: testBucket, Region: testRegion,
-		AccessKeyID: stsCreds.AccessKeyID, AccessKeySecret: stsCreds.AccessKeySecret, SecurityToken: stsCreds.SecurityToken})
+		AccessKeyID: stsCreds.AccessKeyID, AccessKeySecret: stsCreds.AccessKeySecret, SecurityToken: stsCreds.SecurityToken,
+		RequireTag: ossresult.TagKind, RequireTagPrefix: "tasks/"})
 	t.Cleanup(f.Close)
 	return f
 }
@@ -65,7 +71,8 @@ func fakeKeys(f *ossfake.Server) []string {
 func TestOSSSuite(t *testing.T) {
 	resulttest.Run(t, func(t *testing.T) resulttest.Subject {
 		f := newFake(t)
-		return resulttest.Subject{Store: bucketOn(t, f, nil), Keys: func(*testing.T) []string { return fakeKeys(f) }}
+		return resulttest.Subject{Store: bucketOn(t, f, nil), Keys: func(*testing.T) []string { return fakeKeys(f) },
+			Kind: func(_ *testing.T, key string) string { return f.Objects()[key].Tags[ossresult.TagKind] }}
 	})
 }
 
@@ -99,7 +106,8 @@ func TestOSSWireFormat(t *testing.T) {
 		t.Fatalf("ref = %q, want %q", ref, want)
 	}
 	o := f.Objects()[key]
-	if o.Meta["idempotency-key"] != k || o.Meta["request-id"] != "req-7" || o.ContentType != "application/json" {
+	if o.Meta["idempotency-key"] != k || o.Meta["request-id"] != "req-7" || o.ContentType != "application/json" ||
+		!maps.Equal(o.Tags, map[string]string{"idemgate-kind": "attempt"}) {
 		t.Fatalf("stored object = %+v", o)
 	}
 	if _, err := b.PutOnce(context.Background(), key, body, "application/json", m); err != nil {
@@ -130,12 +138,12 @@ func TestOSSAuthFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = b.PutOnce(context.Background(), "tasks/x/input.json", []byte("{}"), "application/json", ossresult.Meta{})
+			_, err = b.PutOnce(context.Background(), anInput, []byte("{}"), "application/json", ossresult.Meta{})
 			e, ok := errors.AsType[*ossresult.Error](err)
 			if !ok || !errors.Is(err, ossresult.ErrPermission) || ossresult.Retryable(err) || e.Status != 403 || e.Code != tc.code {
 				t.Fatalf("PutOnce = %v; want non-retryable ErrPermission, 403 %s", err, tc.code)
 			}
-			if _, _, err := b.Get(context.Background(), "tasks/x/input.json"); !errors.Is(err, ossresult.ErrPermission) {
+			if _, _, err := b.Get(context.Background(), anInput); !errors.Is(err, ossresult.ErrPermission) {
 				t.Fatalf("Get = %v, want ErrPermission", err)
 			}
 			if n := len(f.Requests()); n != 2 {
@@ -145,6 +153,23 @@ func TestOSSAuthFailures(t *testing.T) {
 				t.Fatal("an unauthenticated put stored an object")
 			}
 		})
+	}
+}
+
+// A role made before objects were tagged lacks oss:PutObjectTagging: the
+// PUT is refused, FINAL, and the error says what to grant. Keys outside the
+// layout carry no tag and are unaffected.
+func TestOSSTaggingDenied(t *testing.T) {
+	f := ossfake.New(ossfake.Config{Bucket: testBucket, Region: testRegion, AccessKeyID: stsCreds.AccessKeyID,
+		AccessKeySecret: stsCreds.AccessKeySecret, SecurityToken: stsCreds.SecurityToken, TaggingDenied: true})
+	t.Cleanup(f.Close)
+	b := bucketOn(t, f, nil)
+	_, err := b.PutOnce(context.Background(), anInput, []byte("{}"), "application/json", ossresult.Meta{})
+	if !errors.Is(err, ossresult.ErrPermission) || ossresult.Retryable(err) || !strings.Contains(err.Error(), "oss:PutObjectTagging") {
+		t.Fatalf("PutOnce = %v; want non-retryable ErrPermission naming oss:PutObjectTagging", err)
+	}
+	if _, err := b.PutOnce(context.Background(), "misc/x", []byte("{}"), "application/json", ossresult.Meta{}); err != nil {
+		t.Fatalf("untagged PutOnce = %v", err)
 	}
 }
 
@@ -173,7 +198,7 @@ func TestOSSRetries(t *testing.T) {
 			f := newFake(t)
 			b := bucketOn(t, f, func(c *ossresult.OSSConfig) { c.MaxRetries = tc.maxRetries })
 			tc.fault(f)
-			_, err := b.PutOnce(context.Background(), "tasks/x/input.json", []byte("{}"), "application/json", ossresult.Meta{})
+			_, err := b.PutOnce(context.Background(), anInput, []byte("{}"), "application/json", ossresult.Meta{})
 			if tc.wantErr {
 				if !ossresult.Retryable(err) {
 					t.Fatalf("PutOnce = %v, want a retryable error", err)

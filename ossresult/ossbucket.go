@@ -54,6 +54,9 @@ func (b *OSSBucket) PutOnce(ctx context.Context, key string, body []byte, conten
 	if m.RequestID != "" {
 		opts = append(opts, oss.Meta(metaRequestID, m.RequestID))
 	}
+	if kind := KindOf(key); kind != "" { // for the bucket's lifecycle rules
+		opts = append(opts, oss.SetTagging(oss.Tagging{Tags: []oss.Tag{{Key: TagKind, Value: kind}}}))
+	}
 	err := b.retry(ctx, func(ctx context.Context) error {
 		err := b.put(ctx, key, body, opts)
 		if errors.Is(err, errExists) {
@@ -77,7 +80,7 @@ func (b *OSSBucket) put(ctx context.Context, key string, body []byte, opts []oss
 		if se, ok := errors.AsType[oss.ServiceError](err); ok && se.StatusCode == http.StatusConflict && se.Code == "FileAlreadyExists" {
 			return errExists
 		}
-		return classify("put", key, resp, err)
+		return taggingHint(classify("put", key, resp, err), key)
 	}
 	// bucket.Do leaves the CRC check to us; it is the SDK's own comparison of
 	// the CRC of the bytes it sent with the server's x-oss-hash-crc64ecma.
@@ -85,6 +88,16 @@ func (b *OSSBucket) put(ctx context.Context, key string, body []byte, opts []oss
 		return &Error{Op: "put", Key: key, Err: err, retryable: true}
 	}
 	return nil
+}
+
+// taggingHint names the likely cause of a tagged PUT refused AccessDenied:
+// OSS authorises x-oss-tagging separately, and a role made before objects
+// were tagged lacks it. (Bad signatures and keys have codes of their own.)
+func taggingHint(err error, key string) error {
+	if e, ok := errors.AsType[*Error](err); ok && e.Code == "AccessDenied" && KindOf(key) != "" {
+		e.Err = fmt.Errorf("%w (a PUT with x-oss-tagging needs oss:PutObjectTagging besides oss:PutObject on tasks/*)", e.Err)
+	}
+	return err
 }
 
 // compare decides a 409: same bytes → nil, other bytes → ErrConflict.

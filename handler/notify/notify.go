@@ -7,6 +7,13 @@
 // decide. Every error is classified with [idempotency.Retryable] or
 // [idempotency.Final], and error messages name only the URL's scheme and host,
 // because webhook URLs often carry a secret in their path or query.
+//
+// The URL comes from the event, i.e. from any upstream, and is posted from
+// inside the VPC, so a Post reaches only what the operator allowed: the URL
+// must match the [AllowList] (NOTIFY_ALLOWED_HOSTS) before anything is sent,
+// and every address actually dialed is checked against its class
+// ([ClassifyAddr]) at connect time. With a signing secret, every POST
+// carries [SignatureHeader], which a receiver checks with [Verify].
 package notify
 
 import (
@@ -27,7 +34,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 )
 
-// DefaultTimeout bounds one Post when New is given no timeout.
+// DefaultTimeout bounds one Post when Options.Timeout is not set.
 const DefaultTimeout = 10 * time.Second
 
 // Error codes (the outcome's errorType, DESIGN §4.9).
@@ -36,6 +43,7 @@ const (
 	CodeRateLimited          = "rate_limited"          // RETRYABLE
 	CodeTemporaryUnavailable = "temporary_unavailable" // RETRYABLE
 	CodeRejected             = "notify_rejected"       // FINAL: the receiver refused (4xx, 3xx)
+	CodeForbidden            = "notify_forbidden"      // FINAL: the URL or the address it resolves to is not allowed
 	CodeInvalidRequest       = "invalid_request"       // FINAL: bad URL, key or body
 )
 
@@ -48,37 +56,77 @@ const (
 	maxSnippet = 200      // bytes of the receiver's answer kept in an error
 )
 
+// Options configure a Client.
+type Options struct {
+	// Timeout bounds one Post (DefaultTimeout when <= 0).
+	Timeout time.Duration
+	// Allow is NOTIFY_ALLOWED_HOSTS; empty refuses every URL.
+	Allow AllowList
+	// SigningSecret is NOTIFY_SIGNING_SECRET; empty sends no signature.
+	SigningSecret string
+	// Lookup resolves host names (default: the system resolver). Tests use
+	// it to point a name at a loopback address.
+	Lookup LookupFunc
+}
+
 // Client posts outcomes. It is safe for concurrent use.
 type Client struct {
 	hc      *http.Client
 	timeout time.Duration
+	allow   AllowList
+	secret  string
 }
 
-// New returns a Client whose Posts last at most timeout (DefaultTimeout when
-// timeout <= 0). hc is used as a template (nil: a fresh client with a pool
-// of its own, transport.NewTransport); redirects are never followed, since
-// following one would re-send or drop the body.
-func New(timeout time.Duration, hc *http.Client) *Client {
-	if timeout <= 0 {
-		timeout = DefaultTimeout
+// New returns a Client with a connection pool of its own
+// (transport.NewTransport) whose dials are checked, no proxy (a proxy would
+// connect where the check cannot see), and no redirects followed: following
+// one would re-send or drop the body, and to a place the allow list has not
+// vetted.
+func New(o Options) *Client {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
 	}
-	var c http.Client
-	if hc != nil {
-		c = *hc // a copy, so the caller's client keeps its redirect policy
-	}
-	if c.Transport == nil {
-		c.Transport = transport.NewTransport()
-	}
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Client{hc: &c, timeout: timeout}
+	tr := transport.NewTransport()
+	tr.Proxy = nil
+	tr.DialContext = newDialer(o.Lookup).DialContext
+	hc := &http.Client{Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &Client{hc: hc, timeout: o.Timeout, allow: o.Allow, secret: o.SigningSecret}
 }
 
-// Post sends body (JSON) to rawURL with Idempotency-Key key+":notify" and
-// X-Request-Id requestID. A 2xx answer is success; 408, 409 (the same key is
-// still being processed), 425, 429, 5xx and network failures are RETRYABLE;
-// any other answer is FINAL notify_rejected.
-func (c *Client) Post(ctx context.Context, rawURL, key, requestID string, body []byte) error {
+// Allowed checks rawURL against the allow list without any network I/O, so
+// that a caller can refuse a task before doing its work. Post checks again.
+func (c *Client) Allowed(rawURL string) error {
+	_, _, err := c.check(rawURL)
+	return err
+}
+
+func (c *Client) check(rawURL string) (*url.URL, perm, error) {
 	u, err := checkURL(rawURL)
+	if err != nil {
+		return nil, perm{}, err
+	}
+	if c.allow.Empty() {
+		return nil, perm{}, idempotency.Final(CodeForbidden, errors.New(
+			"notify: NOTIFY_ALLOWED_HOSTS is empty, so no notify URL is allowed; list the receivers' hosts there"))
+	}
+	p, ok := c.allow.permit(u)
+	if !ok {
+		return nil, perm{}, idempotency.Final(CodeForbidden, fmt.Errorf(
+			"notify: %s://%s is not allowed by NOTIFY_ALLOWED_HOSTS (https only unless an entry says http://)", u.Scheme, u.Host))
+	}
+	return u, p, nil
+}
+
+// Post sends body (JSON) to rawURL with Idempotency-Key key+":notify",
+// X-Request-Id requestID and, with a secret, SignatureHeader. A URL the allow
+// list does not match, or whose every address is of a class its entry does
+// not allow, is FINAL notify_forbidden, and nothing is sent. A 2xx answer is
+// success; 408, 409 (the same key is still being processed), 425, 429, 5xx
+// and network failures are RETRYABLE; any other answer, 3xx included, is
+// FINAL notify_rejected.
+func (c *Client) Post(ctx context.Context, rawURL, key, requestID string, body []byte) error {
+	u, p, err := c.check(rawURL)
 	if err != nil {
 		return err
 	}
@@ -90,7 +138,7 @@ func (c *Client) Post(ctx context.Context, rawURL, key, requestID string, body [
 		return idempotency.Final(CodeInvalidRequest, errors.New("notify: body is not valid JSON"))
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, permKey{}, p), c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
@@ -101,8 +149,14 @@ func (c *Client) Post(ctx context.Context, rawURL, key, requestID string, body [
 	if requestID != "" {
 		req.Header.Set("X-Request-Id", requestID)
 	}
+	if c.secret != "" {
+		req.Header.Set(SignatureHeader, Sign(c.secret, time.Now(), body))
+	}
 
 	res, err := c.hc.Do(req)
+	if fe, ok := errors.AsType[*forbiddenAddrError](err); ok {
+		return idempotency.Final(CodeForbidden, fmt.Errorf("notify: POST %s: %w", where, fe))
+	}
 	if err != nil {
 		return classifyTransport(where, err, ctx.Err())
 	}

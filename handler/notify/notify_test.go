@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,7 +36,7 @@ func TestPostSendsContract(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	if err := New(time.Second, nil).Post(context.Background(), srv.URL+"/hook?a=1", "K1", "req-7", []byte(outcome)); err != nil {
+	if err := loopbackClient(t, srv.URL, time.Second).Post(context.Background(), srv.URL+"/hook?a=1", "K1", "req-7", []byte(outcome)); err != nil {
 		t.Fatalf("Post: %v", err)
 	}
 	want := seen{"POST", "/hook?a=1", "application/json", "K1:notify", "req-7", outcome}
@@ -44,23 +45,35 @@ func TestPostSendsContract(t *testing.T) {
 	}
 }
 
+// loopbackClient allows plain http to target's host and port, loopback
+// addresses included: what a test server on 127.0.0.1 needs.
+func loopbackClient(t *testing.T, target string, timeout time.Duration) *Client {
+	t.Helper()
+	o := Options{Timeout: timeout}
+	if u, err := url.Parse(target); err == nil && u.Host != "" {
+		o.Allow = MustParseAllowList("http://" + u.Host + ";loopback")
+	}
+	return New(o)
+}
+
 func TestNewDefaults(t *testing.T) {
-	c0 := New(0, nil)
-	if c0.timeout != DefaultTimeout || c0.hc == nil {
-		t.Errorf("New(0, nil) = %+v", c0)
+	c0 := New(Options{})
+	if c0.timeout != DefaultTimeout || c0.hc == nil || c0.hc.CheckRedirect == nil || c0.secret != "" || !c0.allow.Empty() {
+		t.Errorf("New(Options{}) = %+v", c0)
 	}
 	// A pool of its own, sized for concurrent invocations: not
 	// http.DefaultTransport, whose idle connections anyone may close.
-	if tr, ok := c0.hc.Transport.(*http.Transport); !ok || tr == http.DefaultTransport || tr.MaxIdleConnsPerHost != transport.IdlePerHost {
-		t.Errorf("New(0, nil) transport = %#v", c0.hc.Transport)
+	tr, ok := c0.hc.Transport.(*http.Transport)
+	if !ok || tr == http.DefaultTransport || tr.MaxIdleConnsPerHost != transport.IdlePerHost {
+		t.Fatalf("New(Options{}) transport = %#v", c0.hc.Transport)
 	}
-	mine := &http.Client{Timeout: time.Minute}
-	c := New(time.Second, mine)
-	if mine.CheckRedirect != nil {
-		t.Error("New changed the caller's client")
+	// No proxy: it would connect to the target where the dial check cannot see.
+	if tr.Proxy != nil || tr.DialContext == nil || tr.DialTLSContext != nil {
+		t.Errorf("transport proxy %v, dial %v, TLS dial %v: want no proxy and the checked dial only",
+			tr.Proxy != nil, tr.DialContext != nil, tr.DialTLSContext != nil)
 	}
-	if c.hc.Timeout != time.Minute || c.hc.CheckRedirect == nil {
-		t.Errorf("template not used: %+v", c.hc)
+	if c := New(Options{Timeout: time.Second}); c.timeout != time.Second {
+		t.Errorf("timeout %s", c.timeout)
 	}
 }
 
@@ -150,7 +163,7 @@ func TestPostClassifies(t *testing.T) {
 			}
 
 			start := time.Now()
-			err := New(100*time.Millisecond, nil).Post(context.Background(), target, key, "req-1", []byte(body))
+			err := loopbackClient(t, target, 100*time.Millisecond).Post(context.Background(), target, key, "req-1", []byte(body))
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("Post took %s", d)
 			}
@@ -186,7 +199,7 @@ func TestPostClassifies(t *testing.T) {
 func TestPostHonoursCallerContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := New(time.Second, nil).Post(ctx, "http://127.0.0.1:1/x", "K", "", []byte(outcome))
+	err := loopbackClient(t, "http://127.0.0.1:1", time.Second).Post(ctx, "http://127.0.0.1:1/x", "K", "", []byte(outcome))
 	if c, code := idempotency.Classify(err); c != idempotency.ClassRetryable || code != CodeTimeout || !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled context: %s/%s %v", c, code, err)
 	}

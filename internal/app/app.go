@@ -41,7 +41,7 @@ type App struct {
 
 // Secrets returns the secret values of cfg, for the redactor.
 func Secrets(cfg config.Config) []string {
-	s := []string{cfg.LLMAPIKey, cfg.AccessKeySecret, cfg.SecurityToken}
+	s := []string{cfg.LLMAPIKey, cfg.AccessKeySecret, cfg.SecurityToken, cfg.NotifySigningSecret}
 	if cfg.MySQLDSN != "" {
 		if c, err := mysql.ParseDSN(cfg.MySQLDSN); err == nil {
 			s = append(s, c.Passwd)
@@ -109,7 +109,8 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		a.Close()
 		return nil, err
 	}
-	a.Pipeline = &handler.Pipeline{Engine: a.Engine, Results: results, Model: model, Notify: notify.New(10*time.Second, nil),
+	a.Pipeline = &handler.Pipeline{Engine: a.Engine, Results: results, Model: model, Notify: notify.New(notify.Options{Timeout: 10 * time.Second,
+		Allow: cfg.NotifyAllowedHosts, SigningSecret: cfg.NotifySigningSecret}),
 		Tasks: handler.Builtin(), Maint: store, Log: log}
 	return a, nil
 }

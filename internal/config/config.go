@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/handler/notify"
 )
 
 // Config is the whole environment of the function.
@@ -33,6 +35,10 @@ type Config struct {
 	MaxAttempts     int
 	// ListenPort: FC_CUSTOM_LISTEN_PORT, else FC_SERVER_PORT, else 9000.
 	ListenPort int
+	// NotifyAllowedHosts: where notify.url may point (empty: nowhere).
+	NotifyAllowedHosts notify.AllowList
+	// NotifySigningSecret keys the HMAC on every notify POST; empty: unsigned.
+	NotifySigningSecret string
 }
 
 // Variables lists every variable Load reads, for the deploy-file consistency
@@ -42,6 +48,7 @@ var Variables = []string{
 	"ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN",
 	"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS",
 	"DEDUP_TTL_SECONDS", "LEASE_SECONDS", "MAX_ATTEMPTS", "FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT",
+	"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET",
 }
 
 // Defaults.
@@ -49,6 +56,10 @@ const (
 	DefaultLLMBaseURL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 	DefaultLLMModel   = "qwen-plus"
 	OfflineModel      = "offline"
+	// MinSigningSecret is the shortest NOTIFY_SIGNING_SECRET accepted: 32
+	// characters, e.g. `openssl rand -hex 32` (64), so the HMAC key is not
+	// guessable offline from one signed body.
+	MinSigningSecret = 32
 )
 
 // Load reads the configuration through getenv (os.Getenv in main).
@@ -86,6 +97,8 @@ func Load(getenv func(string) string) (Config, error) {
 		LLMBaseURL:      strings.TrimRight(str("LLM_BASE_URL", DefaultLLMBaseURL), "/"),
 		LLMAPIKey:       str("LLM_API_KEY", str("DASHSCOPE_API_KEY", "")),
 		LLMModel:        str("LLM_MODEL", ""),
+
+		NotifySigningSecret: str("NOTIFY_SIGNING_SECRET", ""),
 	}
 	c.LLMTimeout = time.Duration(num("LLM_TIMEOUT_SECONDS", 60, 1, 3600)) * time.Second
 	c.DedupTTL = time.Duration(num("DEDUP_TTL_SECONDS", 300, 1, 300)) * time.Second
@@ -112,6 +125,13 @@ func Load(getenv func(string) string) (Config, error) {
 		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
 			bad("REDIS_URL", "want redis://… or rediss://…")
 		}
+	}
+	var err error
+	if c.NotifyAllowedHosts, err = notify.ParseAllowList(getenv("NOTIFY_ALLOWED_HOSTS")); err != nil {
+		bad("NOTIFY_ALLOWED_HOSTS", err.Error())
+	}
+	if n := len(c.NotifySigningSecret); n > 0 && n < MinSigningSecret { // the value is never echoed
+		bad("NOTIFY_SIGNING_SECRET", fmt.Sprintf("want at least %d characters (e.g. openssl rand -hex 32), got %d", MinSigningSecret, n))
 	}
 	oss := []string{c.OSSEndpoint, c.OSSBucket, c.OSSRegion}
 	if set := countSet(oss); set != 0 && set != len(oss) {

@@ -45,6 +45,24 @@ func TestLoad(t *testing.T) {
 		{name: "half OSS", env: map[string]string{"OSS_BUCKET": "b"}, wantErr: "OSS_ENDPOINT"},
 		{name: "bad port", env: map[string]string{"FC_SERVER_PORT": "70000"}, wantErr: "FC_SERVER_PORT"},
 		{name: "bad llm timeout", env: map[string]string{"LLM_TIMEOUT_SECONDS": "-1"}, wantErr: "LLM_TIMEOUT_SECONDS"},
+		{name: "notify refused everywhere by default", env: nil, check: func(t *testing.T, c Config) {
+			if !c.NotifyAllowedHosts.Empty() || c.NotifySigningSecret != "" {
+				t.Fatalf("notify defaults: %v %d", c.NotifyAllowedHosts, len(c.NotifySigningSecret))
+			}
+		}},
+		{name: "notify settings", env: map[string]string{
+			"NOTIFY_ALLOWED_HOSTS":  " hooks.example.com, http://hooks.internal:8080;private ",
+			"NOTIFY_SIGNING_SECRET": strings.Repeat("s", MinSigningSecret)},
+			check: func(t *testing.T, c Config) {
+				if got := c.NotifyAllowedHosts.String(); got != "https://hooks.example.com:443,http://hooks.internal:8080;private" {
+					t.Fatalf("allow list %q", got)
+				}
+				if c.NotifySigningSecret != strings.Repeat("s", MinSigningSecret) {
+					t.Fatal("signing secret not read")
+				}
+			}},
+		{name: "bad allow-list entry", env: map[string]string{"NOTIFY_ALLOWED_HOSTS": "hooks.example.com/path"}, wantErr: "NOTIFY_ALLOWED_HOSTS: entry 1"},
+		{name: "short signing secret", env: map[string]string{"NOTIFY_SIGNING_SECRET": "short-secret"}, wantErr: "NOTIFY_SIGNING_SECRET"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,8 +82,10 @@ func TestLoad(t *testing.T) {
 }
 
 func TestLoadNeverEchoesSecrets(t *testing.T) {
-	_, err := Load(env(map[string]string{"REDIS_URL": "tcp://user:hunter2@x", "LLM_MODEL": "m", "MAX_ATTEMPTS": "x"}))
-	if err == nil || strings.Contains(err.Error(), "hunter2") {
+	_, err := Load(env(map[string]string{"REDIS_URL": "tcp://user:hunter2@x", "LLM_MODEL": "m", "MAX_ATTEMPTS": "x",
+		"NOTIFY_SIGNING_SECRET": "hunter3-too-short"}))
+	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "hunter3") ||
+		!strings.Contains(err.Error(), "NOTIFY_SIGNING_SECRET") {
 		t.Fatalf("err = %v", err)
 	}
 }

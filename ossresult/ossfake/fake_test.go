@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc64"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -164,6 +166,10 @@ func TestAuthenticationBites(t *testing.T) {
 			opts: []oss.ClientOption{tamper(func(r *http.Request) { r.Header.Set("X-Oss-Meta-Extra", "x") })}},
 		{name: "content type changed after signing", status: 403, code: "SignatureDoesNotMatch",
 			opts: []oss.ClientOption{tamper(func(r *http.Request) { r.Header.Set("Content-Type", "text/html") })}},
+		{name: "tagging changed after signing", status: 403, code: "SignatureDoesNotMatch",
+			opts: []oss.ClientOption{tamper(func(r *http.Request) { r.Header.Set("X-Oss-Tagging", "idemgate-kind=approved") })}},
+		{name: "tagging dropped after signing", status: 403, code: "SignatureDoesNotMatch",
+			opts: []oss.ClientOption{tamper(func(r *http.Request) { r.Header.Del("X-Oss-Tagging") })}},
 		{name: "forbid-overwrite dropped after signing", status: 403, code: "SignatureDoesNotMatch",
 			opts: []oss.ClientOption{tamper(func(r *http.Request) { r.Header.Del("X-Oss-Forbid-Overwrite") })}},
 		{name: "key changed after signing", status: 403, code: "SignatureDoesNotMatch",
@@ -199,7 +205,7 @@ func TestAuthenticationBites(t *testing.T) {
 			}
 			b := sdkBucketAs(t, s.Endpoint(), id, key, tc.opts...)
 			err := b.PutObject("tasks/k/input.json", strings.NewReader("{}"), oss.ForbidOverWrite(true),
-				oss.Meta("request-id", "r1"), oss.ContentType("application/json"))
+				oss.Meta("request-id", "r1"), oss.ContentType("application/json"), tag("idemgate-kind", "input"))
 			if tc.status == 200 {
 				if err != nil {
 					t.Fatalf("put: %v", err)
@@ -294,6 +300,98 @@ func TestBadDigest(t *testing.T) {
 	err := b.PutObject("k", strings.NewReader("body"), oss.ContentMD5(md5b64([]byte("other"))))
 	if se, ok := errors.AsType[oss.ServiceError](err); !ok || se.Code != "BadDigest" {
 		t.Fatalf("put = %v, want BadDigest", err)
+	}
+}
+
+func tag(kv ...string) oss.Option {
+	var t oss.Tagging
+	for i := 0; i+1 < len(kv); i += 2 {
+		t.Tags = append(t.Tags, oss.Tag{Key: kv[i], Value: kv[i+1]})
+	}
+	return oss.SetTagging(t)
+}
+
+// Tags travel in x-oss-tagging (URL-encoded), are stored with the object,
+// and are counted on HEAD as OSS does.
+func TestTaggingStored(t *testing.T) {
+	s := newFake(t, nil)
+	b := sdkBucket(t, s.Endpoint())
+	if err := b.PutObject("tagged", strings.NewReader("v"), tag("idemgate-kind", "attempt", "a b", "c/d:e+f=g")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutObject("plain", strings.NewReader("v")); err != nil {
+		t.Fatal(err)
+	}
+	objs := s.Objects()
+	if got, want := objs["tagged"].Tags, map[string]string{"idemgate-kind": "attempt", "a b": "c/d:e+f=g"}; !maps.Equal(got, want) {
+		t.Fatalf("tags = %v, want %v", got, want)
+	}
+	if got := objs["plain"].Tags; len(got) != 0 {
+		t.Fatalf("untagged object has tags %v", got)
+	}
+	for key, want := range map[string]string{"tagged": "2", "plain": ""} {
+		h, err := b.GetObjectDetailedMeta(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.Get("X-Oss-Tagging-Count"); got != want {
+			t.Errorf("%s: x-oss-tagging-count %q, want %q", key, got, want)
+		}
+	}
+}
+
+func TestTaggingChecked(t *testing.T) {
+	eleven := make([]string, 11)
+	for i := range eleven {
+		eleven[i] = fmt.Sprintf("k%d=v", i)
+	}
+	for _, tc := range []struct {
+		name, key, header string
+		fake              func(*ossfake.Config)
+		status            int
+		code              string
+	}{
+		{name: "ten tags", key: "k", header: strings.Join(eleven[:10], "&"), status: 200},
+		{name: "eleven tags", key: "k", header: strings.Join(eleven, "&"), status: 400, code: "InvalidArgument"},
+		{name: "repeated key", key: "k", header: "a=1&a=2", status: 400, code: "InvalidArgument"},
+		{name: "empty key", key: "k", header: "=v", status: 400, code: "InvalidArgument"},
+		{name: "key too long", key: "k", header: strings.Repeat("k", 129) + "=v", status: 400, code: "InvalidArgument"},
+		{name: "value too long", key: "k", header: "k=" + strings.Repeat("v", 257), status: 400, code: "InvalidArgument"},
+		{name: "character outside the set", key: "k", header: "k=%3Cscript%3E", status: 400, code: "InvalidArgument"},
+		{name: "not URL-encoded", key: "k", header: "k=a;b", status: 400, code: "InvalidArgument"},
+		{name: "required tag present", key: "tasks/k", header: "idemgate-kind=input",
+			fake: func(c *ossfake.Config) { c.RequireTag, c.RequireTagPrefix = "idemgate-kind", "tasks/" }, status: 200},
+		{name: "required tag missing", key: "tasks/k", header: "",
+			fake: func(c *ossfake.Config) { c.RequireTag, c.RequireTagPrefix = "idemgate-kind", "tasks/" }, status: 400, code: "MissingTag"},
+		{name: "required tag missing, other tag sent", key: "tasks/k", header: "other=x",
+			fake: func(c *ossfake.Config) { c.RequireTag, c.RequireTagPrefix = "idemgate-kind", "tasks/" }, status: 400, code: "MissingTag"},
+		{name: "required tag outside its prefix", key: "misc/k", header: "",
+			fake: func(c *ossfake.Config) { c.RequireTag, c.RequireTagPrefix = "idemgate-kind", "tasks/" }, status: 200},
+		{name: "tagging denied", key: "k", header: "idemgate-kind=input",
+			fake: func(c *ossfake.Config) { c.TaggingDenied = true }, status: 403, code: "AccessDenied"},
+		{name: "tagging denied, untagged PUT", key: "k", header: "",
+			fake: func(c *ossfake.Config) { c.TaggingDenied = true }, status: 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newFake(t, tc.fake)
+			var opts []oss.Option
+			if tc.header != "" {
+				opts = append(opts, oss.SetHeader("X-Oss-Tagging", tc.header))
+			}
+			err := sdkBucket(t, s.Endpoint()).PutObject(tc.key, strings.NewReader("v"), opts...)
+			if tc.status == 200 {
+				if err != nil {
+					t.Fatalf("put: %v", err)
+				}
+				return
+			}
+			if se, ok := errors.AsType[oss.ServiceError](err); !ok || se.StatusCode != tc.status || se.Code != tc.code {
+				t.Fatalf("put = %v, want HTTP %d %s", err, tc.status, tc.code)
+			}
+			if n := len(s.Objects()); n != 0 {
+				t.Fatalf("refused put stored %d objects", n)
+			}
+		})
 	}
 }
 

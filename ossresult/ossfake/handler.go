@@ -100,6 +100,10 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, key string) *apiErr
 	if err != nil || (r.ContentLength >= 0 && int64(len(body)) != r.ContentLength) {
 		return &apiError{Status: 400, Code: "IncompleteBody", Message: "You did not provide the number of bytes specified by the Content-Length HTTP header."}
 	}
+	tags, e := s.tagging(r, key)
+	if e != nil {
+		return e
+	}
 	sum := md5.Sum(body)
 	if v := r.Header.Get("Content-MD5"); v != "" {
 		if got, err := base64.StdEncoding.DecodeString(v); err != nil || len(got) != md5.Size {
@@ -112,6 +116,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, key string) *apiErr
 		Body:        body,
 		ContentType: r.Header.Get("Content-Type"),
 		Meta:        map[string]string{},
+		Tags:        tags,
 		CRC64:       crc64.Checksum(body, crcTable),
 		ETag:        `"` + strings.ToUpper(hex.EncodeToString(sum[:])) + `"`,
 		Modified:    s.cfg.Now().UTC(),
@@ -160,6 +165,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, key string) *apiErr
 	h.Set("X-Oss-Storage-Class", "Standard")
 	for n, v := range obj.Meta {
 		h.Set("X-Oss-Meta-"+n, v)
+	}
+	if len(obj.Tags) > 0 {
+		h.Set("X-Oss-Tagging-Count", strconv.Itoa(len(obj.Tags)))
 	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {

@@ -4,13 +4,16 @@
 // (OSS4-HMAC-SHA256) the way OSS does, so a client that signs wrongly, with
 // the wrong secret, region, date or STS token, gets OSS's 403 errors.
 //
-// It also stores user metadata, computes x-oss-hash-crc64ecma and ETag like
-// OSS, honours x-oss-forbid-overwrite (409 FileAlreadyExists), and injects
-// faults ([Server.FailNext], [Server.FailNextAfterApply]). [Server.Objects],
-// [Server.Puts] and [Server.Requests] let tests count what reached it.
+// It also stores user metadata and object tags (x-oss-tagging, checked as
+// OSS checks it, and signed like every x-oss-* header), computes
+// x-oss-hash-crc64ecma and ETag like OSS, honours x-oss-forbid-overwrite
+// (409 FileAlreadyExists), and injects faults ([Server.FailNext],
+// [Server.FailNextAfterApply]). [Server.Objects], [Server.Puts] and
+// [Server.Requests] let tests count what reached it.
 //
 // Not modelled: bucket operations, listing, multipart, versioning, ACLs,
-// signed-payload hashes and presigned URLs.
+// the tagging sub-resource (?tagging), signed-payload hashes and presigned
+// URLs.
 package ossfake
 
 import (
@@ -31,6 +34,14 @@ type Config struct {
 	MaxSkew time.Duration
 	// Now is the server's clock (default time.Now).
 	Now func() time.Time
+	// RequireTag, when set, is a tag key every PUT of a key starting with
+	// RequireTagPrefix must carry in x-oss-tagging; without it the PUT is
+	// refused 400 MissingTag (the fake's own check: an untagged object would
+	// escape the lifecycle rules that select by tag).
+	RequireTag, RequireTagPrefix string
+	// TaggingDenied refuses every PUT that carries x-oss-tagging with 403
+	// AccessDenied, as OSS does for a role without oss:PutObjectTagging.
+	TaggingDenied bool
 }
 
 // Object is a stored object as OSS would report it.
@@ -38,6 +49,7 @@ type Object struct {
 	Body        []byte
 	ContentType string
 	Meta        map[string]string // user metadata, names lowercased without x-oss-meta-
+	Tags        map[string]string // object tags from x-oss-tagging
 	CRC64       uint64            // CRC-64/ECMA-182 of Body
 	ETag        string            // quoted upper-case hex MD5 of Body, as for a simple upload
 	Modified    time.Time
@@ -106,6 +118,7 @@ func (s *Server) Objects() map[string]Object {
 	for k, o := range s.objects {
 		o.Body = append([]byte(nil), o.Body...)
 		o.Meta = maps.Clone(o.Meta)
+		o.Tags = maps.Clone(o.Tags)
 		out[k] = o
 	}
 	return out

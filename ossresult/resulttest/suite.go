@@ -31,6 +31,9 @@ type Subject struct {
 	// Keys lists the object keys the backend holds, so the suite can prove
 	// that concurrent writers left exactly one object and no debris.
 	Keys func(t *testing.T) []string
+	// Kind reads back the kind the backend recorded for key at write time
+	// (the OSS object's idemgate-kind tag, the local metadata file's kind).
+	Kind func(t *testing.T, key string) string
 }
 
 // Run runs every case, each on a fresh subject from open.
@@ -46,8 +49,31 @@ func Run(t *testing.T, open func(t *testing.T) Subject) {
 		{"InvalidKeysRefused", invalidKeys},
 		{"Concurrent32SameBytes", concurrentSame},
 		{"Concurrent32DifferentBytes", concurrentDifferent},
+		{"KindRecordedAtWrite", kindRecorded},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
+	}
+}
+
+// kindRecorded: every object of the layout carries its kind from the
+// moment it exists (lifecycle rules expire inputs and attempts by it); any
+// other key carries none.
+func kindRecorded(t *testing.T, s Subject) {
+	k := NewKey()
+	for _, tc := range []struct{ name, key, want string }{
+		{"input", must(t)(ossresult.InputKey(k)), ossresult.KindInput},
+		{"attempt", must(t)(ossresult.AttemptKey(k, 2)), ossresult.KindAttempt},
+		{"approved", must(t)(ossresult.ApprovedKey(k)), ossresult.KindApproved},
+		{"outside the layout", "misc/" + k, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.Store.PutOnce(ctx(t), tc.key, []byte("{}"), "application/json", ossresult.Meta{IdempotencyKey: k}); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Kind(t, tc.key); got != tc.want {
+				t.Fatalf("kind of %s = %q, want %q", tc.key, got, tc.want)
+			}
+		})
 	}
 }
 
