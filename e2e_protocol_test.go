@@ -90,7 +90,7 @@ func TestCustomRuntimeProtocol(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer receiver.Close()
-	batch := bytes.ReplaceAll(read("eventbridge-batch.json"), []byte("https://hooks.globex.example/idemgate"), []byte(receiver.URL+"/idemgate"))
+	batch := bytes.ReplaceAll(read("eventbridge-batch-notify.json"), []byte("http://127.0.0.1:8787/idemgate"), []byte(receiver.URL+"/idemgate"))
 	cases := []struct {
 		name      string
 		body      []byte
