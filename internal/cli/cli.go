@@ -67,9 +67,9 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		c.help(stdout, fs)
 		return ExitOK
 	case err != nil:
-		return r.usage("%v", err)
+		return r.badUsage("%v", err)
 	case fs.NArg() > 0:
-		return r.usage("unexpected argument %q", fs.Arg(0))
+		return r.badUsage("unexpected argument %q", fs.Arg(0))
 	}
 	return act(ctx, r)
 }
@@ -102,7 +102,7 @@ func help(args []string, stdout, stderr io.Writer) int {
 
 // usage reports a usage error of the command itself: its own message,
 // named once, and where its help is.
-func (r *run) usage(format string, a ...any) int {
+func (r *run) badUsage(format string, a ...any) int {
 	fmt.Fprintf(r.stderr, "%s: %s (main %s -h for usage)\n", r.name, fmt.Sprintf(format, a...), r.name)
 	return ExitUsage
 }

@@ -31,11 +31,11 @@ func setupInvoke(flags *flag.FlagSet) action {
 	reqID := flags.String("request-id", "", "FC request id to simulate (default local-<pid>)")
 	return func(ctx context.Context, r *run) int {
 		if *file == "" {
-			return r.usage("--event FILE is required")
+			return r.badUsage("--event FILE is required")
 		}
 		body, err := loadEvent(*file)
 		if err != nil {
-			return r.usage("%v", err)
+			return r.badUsage("%v", err)
 		}
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
 			if *reqID == "" {
@@ -53,7 +53,7 @@ func setupMigrate(flags *flag.FlagSet) action {
 	return func(ctx context.Context, r *run) int {
 		return r.withApp(ctx, checkNone, func(a *app.App) int {
 			if a.MySQL == nil {
-				return r.usage("MYSQL_DSN is not set (the embedded store needs no migration)")
+				return r.badUsage("MYSQL_DSN is not set (the embedded store needs no migration)")
 			}
 			created := false
 			if *create {
@@ -83,7 +83,7 @@ func setupInspect(flags *flag.FlagSet) action {
 	key := flags.String("key", "", "business key K (64 hex)")
 	return func(ctx context.Context, r *run) int {
 		if *key == "" {
-			return r.usage("--key K is required")
+			return r.badUsage("--key K is required")
 		}
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
 			rep, err := a.Pipeline.Inspect(ctx, *key, handler.Meta{})
@@ -104,13 +104,13 @@ func setupReplay(flags *flag.FlagSet) action {
 	operator := flags.String("operator", "", "who (required, audited)")
 	return func(ctx context.Context, r *run) int {
 		if (*key == "") == (*dlq == "") || *reason == "" || *operator == "" {
-			return r.usage("give exactly one of --key K or --dlq FILE, and --reason R --operator O (both audited)")
+			return r.badUsage("give exactly one of --key K or --dlq FILE, and --reason R --operator O (both audited)")
 		}
 		var body []byte
 		if *dlq != "" {
 			var err error
 			if body, err = loadEvent(*dlq); err != nil {
-				return r.usage("%v", err)
+				return r.badUsage("%v", err)
 			}
 		}
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
