@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/internal/app"
 )
 
 // Exit codes, the same for every command (usage text: exitCodes).
@@ -134,7 +135,7 @@ func outcomeExit(failed bool, errorType string) int {
 	switch {
 	case !failed:
 		return ExitOK
-	case errorType == "store_unavailable" || errorType == "schema_missing":
+	case errorType == "store_unavailable" || errorType == app.CodeSchemaMissing:
 		return ExitStoreUnavailable
 	}
 	return ExitFailed
