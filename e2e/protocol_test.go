@@ -91,7 +91,7 @@ func TestCustomRuntimeProtocol(t *testing.T) {
 	}))
 	defer receiver.Close()
 	inst := start(t, "STATE_DIR="+t.TempDir(), "NOTIFY_ALLOWED_HOSTS="+receiver.URL+";loopback")
-	batch := bytes.ReplaceAll(read("eventbridge-batch.json"), []byte("https://hooks.globex.example/idemgate"), []byte(receiver.URL+"/idemgate"))
+	batch := bytes.ReplaceAll(read("eventbridge-batch-notify.json"), []byte("http://127.0.0.1:8787/idemgate"), []byte(receiver.URL+"/idemgate"))
 	cases := []struct {
 		name      string
 		body      []byte

@@ -100,9 +100,12 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 		return out, err
 	}
 	class, code := Classify(ferr)
-	out.Status, out.ErrorCode, out.Error = st, code, truncate(ferr.Error(), 1000)
+	out.Status, out.ErrorCode, out.Error = st, code, truncate(message(ferr), 1000)
 	if st == StatusFailedFinal {
 		class = ClassFinal
+	}
+	if e, ok := ferr.(*Error); ok && e.Code == code {
+		ferr = e.Err // re-classed, not re-coded: the code is said once
 	}
 	return out, &Error{Class: class, Code: code, Err: ferr}
 }

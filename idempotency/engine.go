@@ -285,7 +285,7 @@ func (l *Lease) Fail(ctx context.Context, cause error) (Status, error) {
 	if class == ClassFinal || l.Attempt >= l.maxAttempts {
 		st = StatusFailedFinal
 	}
-	f := Failure{Final: st == StatusFailedFinal, Code: code, Message: truncate(cause.Error(), 1000)}
+	f := Failure{Final: st == StatusFailedFinal, Code: code, Message: truncate(message(cause), 1000)}
 	c, cancel := detached(ctx)
 	defer cancel()
 	if err := l.e.store.Fail(c, l.Key, l.Fence, f); err != nil {
@@ -346,7 +346,7 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 	if ferr != nil {
 		class, code := Classify(ferr)
 		if err := l.e.store.Fail(c, req.Key, res.Record.Fence, Failure{Final: class == ClassFinal, Code: code,
-			Message: truncate(ferr.Error(), 1000)}); err != nil {
+			Message: truncate(message(ferr), 1000)}); err != nil {
 			return "", storeErr("fail step "+op, err)
 		}
 		return "", ferr

@@ -51,6 +51,15 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// message is err's text without its own code: records keep the code apart
+// (LastErrorCode) and an *Error rebuilt from them says it once again.
+func message(err error) string {
+	if e, ok := err.(*Error); ok && e.Err != nil {
+		return e.Err.Error()
+	}
+	return err.Error()
+}
+
 // Retryable reports whether FC should deliver again.
 func (e *Error) Retryable() bool { return e.Class != ClassFinal }
 

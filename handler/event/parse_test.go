@@ -102,8 +102,38 @@ func TestParseSampleFiles(t *testing.T) {
 			a.Operation != c.Operation || !bytes.Equal(compact(t, a.Input), compact(t, c.Input)) {
 			t.Errorf("events 0 and 2 should be a double submit: %+v / %+v", a, c)
 		}
-		if b.TenantID != "globex" || b.Notify == nil || b.Notify.URL != "https://hooks.globex.example/idemgate" {
+		// No notify: the sample must succeed offline, with nothing to post to.
+		if b.TenantID != "globex" || b.Notify != nil {
 			t.Errorf("event 1 = %+v", b)
+		}
+	})
+
+	t.Run("eventbridge-batch-notify", func(t *testing.T) {
+		inv, err := Parse(readEvent(t, "eventbridge-batch-notify.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inv.Kind != KindBatch || len(inv.Tasks) != 3 || inv.BatchErr != nil {
+			t.Fatalf("invocation = %+v", inv)
+		}
+		// The receiver is on loopback: a local run posts nowhere else.
+		for i, task := range inv.Tasks {
+			if want := i == 1; (task.Notify != nil) != want {
+				t.Errorf("task %d notify = %+v", i, task.Notify)
+			}
+		}
+		if n := inv.Tasks[1].Notify; n == nil || n.URL != "http://127.0.0.1:8787/idemgate" {
+			t.Errorf("event 1 notify = %+v", n)
+		}
+		// Its own keys: running it after eventbridge-batch.json is not a duplicate.
+		plain, err := Parse(readEvent(t, "eventbridge-batch.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range plain.Tasks {
+			if bytes.Equal(compact(t, plain.Tasks[i].Input), compact(t, inv.Tasks[i].Input)) {
+				t.Errorf("task %d has the same input in both samples", i)
+			}
 		}
 	})
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -115,9 +116,12 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 	return a, nil
 }
 
+// LocalResultsDir is where result objects go without OSS.
+func LocalResultsDir(cfg config.Config) string { return filepath.Join(cfg.StateDir, "results") }
+
 func resultsFor(cfg config.Config) (handler.ResultsFor, error) {
 	if !cfg.UseOSS() {
-		local, err := ossresult.NewLocal(filepath.Join(cfg.StateDir, "results"))
+		local, err := ossresult.NewLocal(LocalResultsDir(cfg))
 		if err != nil {
 			return nil, err
 		}
@@ -136,13 +140,32 @@ func resultsFor(cfg config.Config) (handler.ResultsFor, error) {
 	}, nil
 }
 
-// Warm checks that the durable store answers (FC's initializer). Redis is
+// Warm checks that the durable store answers and is migrated (FC's
+// initializer, and every CLI command that uses the store). Redis is
 // optional: its absence is logged by the engine when it is first used.
 func (a *App) Warm(ctx context.Context) error {
-	if a.MySQL != nil {
-		if err := a.MySQL.Ping(ctx); err != nil {
-			return fmt.Errorf("%w: %w", idempotency.ErrStoreUnavailable, err)
-		}
+	if err := a.Ping(ctx); err != nil {
+		return err
+	}
+	if a.MySQL == nil {
+		return nil
+	}
+	return a.checkSchema(ctx)
+}
+
+// Ping checks that the durable store answers. A database that does not
+// exist is schema_missing, with the command that creates it.
+func (a *App) Ping(ctx context.Context) error {
+	if a.MySQL == nil {
+		return nil
+	}
+	err := a.MySQL.Ping(ctx)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1049 { // ER_BAD_DB_ERROR
+		return schemaMissing(fmt.Errorf("%w: %w", idempotency.ErrStoreUnavailable, err), "main migrate --create-database")
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", idempotency.ErrStoreUnavailable, err)
 	}
 	return nil
 }
@@ -155,6 +178,55 @@ func (a *App) PreStop(ctx context.Context) error {
 	a.recorder.Flush(ctx)
 	return nil
 }
+
+// SchemaTables are the tables `main migrate` creates.
+var SchemaTables = []string{"idempotency_record", "idempotency_replay", "idempotency_stats"}
+
+func (a *App) checkSchema(ctx context.Context) error {
+	rows, err := a.MySQL.DB().QueryContext(ctx, `SELECT table_name FROM information_schema.tables
+ WHERE table_schema = DATABASE() AND table_name IN (?, ?, ?)`, SchemaTables[0], SchemaTables[1], SchemaTables[2])
+	if err != nil {
+		return fmt.Errorf("%w: schema check: %w", idempotency.ErrStoreUnavailable, err)
+	}
+	defer rows.Close()
+	have := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return fmt.Errorf("%w: schema check: %w", idempotency.ErrStoreUnavailable, err)
+		}
+		have[strings.ToLower(n)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%w: schema check: %w", idempotency.ErrStoreUnavailable, err)
+	}
+	var missing []string
+	for _, t := range SchemaTables {
+		if !have[t] {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	db := ""
+	if c, err := mysql.ParseDSN(a.Cfg.MySQLDSN); err == nil {
+		db = c.DBName
+	}
+	return schemaMissing(fmt.Errorf("%w: database %q has no table %s", idempotency.ErrStoreUnavailable, db,
+		strings.Join(missing, ", ")), "main migrate")
+}
+
+// schemaMissing is RETRYABLE on purpose: nothing ran and nothing was
+// recorded, and once an operator runs the migration every redelivery
+// succeeds; FINAL would send each event of a half-deployed function to the
+// dead-letter queue, to be replayed one by one.
+func schemaMissing(err error, fix string) error {
+	return idempotency.Retryable(CodeSchemaMissing, fmt.Errorf("%w: run `%s` first", err, fix))
+}
+
+// CodeSchemaMissing is the errorType of a store that was never migrated.
+const CodeSchemaMissing = "schema_missing"
 
 // Close closes every client, newest first.
 func (a *App) Close() error {

@@ -159,8 +159,19 @@ func RedisURL(t testing.TB) string {
 // end), for tests that scan whole tables, such as the sweeper's.
 func FreshMySQLDSN(t testing.TB) string {
 	t.Helper()
-	dsn := MySQLDSN(t)
-	cfg, err := mysql.ParseDSN(dsn)
+	dsn, db := AbsentMySQLDSN(t)
+	if _, err := db.Exec("CREATE DATABASE `" + dbName(t, dsn) + "`"); err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+// AbsentMySQLDSN returns the DSN of a database that does not exist yet, for
+// tests of what creates it; whatever creates it, it is dropped at the end.
+// db is a connection to the server (no database selected), closed at the end.
+func AbsentMySQLDSN(t testing.TB) (dsn string, db *sql.DB) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,17 +183,23 @@ func FreshMySQLDSN(t testing.TB) string {
 	cfg.DBName = fmt.Sprintf("%s%s%d_f%s", base.DBName, runPrefix, time.Now().Unix(), proc.Nonce()[:12])
 	admin := *cfg
 	admin.DBName = ""
-	db, err := sql.Open("mysql", admin.FormatDSN())
+	db, err = sql.Open("mysql", admin.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec("CREATE DATABASE `" + cfg.DBName + "`"); err != nil {
-		db.Close()
-		t.Fatal(err)
-	}
+	name := cfg.DBName
 	t.Cleanup(func() {
-		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + cfg.DBName + "`")
+		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + name + "`")
 		db.Close()
 	})
-	return cfg.FormatDSN()
+	return cfg.FormatDSN(), db
+}
+
+func dbName(t testing.TB, dsn string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.DBName
 }

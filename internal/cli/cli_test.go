@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/internal/config"
+)
+
+// setEnv clears every variable the binary reads, then sets kv ("NAME=value"),
+// so that the developer's environment cannot leak into a test. STATE_DIR is
+// a fresh directory unless kv sets it.
+func setEnv(t *testing.T, kv ...string) {
+	t.Helper()
+	for _, e := range envDocs {
+		t.Setenv(e.name, "")
+	}
+	t.Setenv("STATE_DIR", t.TempDir())
+	for _, s := range kv {
+		k, v, _ := strings.Cut(s, "=")
+		t.Setenv(k, v)
+	}
+}
+
+// cli runs the binary in-process.
+func cli(args ...string) (stdout, stderr string, code int) {
+	var out, errb bytes.Buffer
+	code = Run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// event is a sample event file of the repository.
+func event(name string) string { return filepath.Join("..", "..", "testdata", "events", name) }
+
+func TestHelp(t *testing.T) {
+	setEnv(t)
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			stdout, stderr, code := cli(args...)
+			if code != ExitOK || stderr != "" {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			for _, want := range []string{"usage:", "main help [COMMAND]", "exit codes:", "task failed", "bad usage", "not found", "store unavailable"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("usage lacks %q", want)
+				}
+			}
+			for _, c := range commands {
+				if !strings.Contains(stdout, "  "+c.name+" "+c.synopsis+"\n") {
+					t.Errorf("usage does not list %s", c.name)
+				}
+			}
+			for _, e := range envDocs {
+				if !strings.Contains(stdout, "  "+e.name+" ") {
+					t.Errorf("usage does not document %s", e.name)
+				}
+			}
+		})
+	}
+}
+
+func TestCommandHelp(t *testing.T) {
+	setEnv(t)
+	for _, c := range commands {
+		for _, args := range [][]string{{c.name, "-h"}, {c.name, "--help"}, {"help", c.name}} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				stdout, stderr, code := cli(args...)
+				if code != ExitOK || stderr != "" {
+					t.Fatalf("exit %d, stderr %q", code, stderr)
+				}
+				if !strings.HasPrefix(stdout, "usage: main "+c.name+" ") || !strings.Contains(stdout, "exit codes:") {
+					t.Fatalf("help:\n%s", stdout)
+				}
+				fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+				c.setup(fs)
+				fs.VisitAll(func(f *flag.Flag) {
+					if !strings.Contains(stdout, "  -"+f.Name+" ") && !strings.Contains(stdout, "  -"+f.Name+"\n") {
+						t.Errorf("flag -%s not shown", f.Name)
+					}
+				})
+				if len(c.env) == 0 {
+					t.Fatal("the command names no environment")
+				}
+				for _, name := range c.env {
+					if !strings.Contains(stdout, "  "+name+" ") {
+						t.Errorf("variable %s not shown", name)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Every variable the configuration reads is documented, and the usage
+// documents nothing the binary does not read.
+func TestEnvironmentDocumented(t *testing.T) {
+	documented := map[string]bool{}
+	for _, e := range envDocs {
+		if e.doc == "" || documented[e.name] {
+			t.Errorf("%s: empty or twice", e.name)
+		}
+		documented[e.name] = true
+	}
+	read := map[string]bool{"FC_RUNTIME_API": true, "IDEMGATE_FAULT": true} // read by this package
+	for _, v := range config.Variables {
+		read[v] = true
+		if !documented[v] {
+			t.Errorf("config reads %s; the usage does not document it", v)
+		}
+	}
+	for name := range documented {
+		if !read[name] {
+			t.Errorf("%s is documented but nothing reads it", name)
+		}
+	}
+	for _, c := range commands {
+		for _, name := range c.env {
+			if !documented[name] {
+				t.Errorf("%s names undocumented %s", c.name, name)
+			}
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     []string
+		args    []string
+		command string // the name the message starts with
+		want    string
+	}{
+		{"unknown command", nil, []string{"frobnicate"}, "main", `unknown command "frobnicate"`},
+		{"help for an unknown command", nil, []string{"help", "frobnicate"}, "main help", `unknown command "frobnicate"`},
+		{"unknown flag", nil, []string{"invoke", "--frobnicate"}, "invoke", "flag provided but not defined: -frobnicate"},
+		{"flag without its value", nil, []string{"inspect", "--key"}, "inspect", "flag needs an argument: -key"},
+		{"bad flag value", nil, []string{"sweep", "--limit", "many"}, "sweep", `invalid value "many" for flag -limit`},
+		{"stray argument", nil, []string{"stats", "now"}, "stats", `unexpected argument "now"`},
+		{"invoke without --event", nil, []string{"invoke"}, "invoke", "--event FILE is required"},
+		{"invoke of a missing file", nil, []string{"invoke", "--event", "no-such-event.json"}, "invoke", "no-such-event.json: file not found"},
+		{"inspect without --key", nil, []string{"inspect"}, "inspect", "--key K is required"},
+		{"replay without a reason", nil, []string{"replay", "--key", "k", "--operator", "o"}, "replay", "--reason R --operator O"},
+		{"replay of both a key and a file", nil, []string{"replay", "--key", "k", "--dlq", "f", "--reason", "r", "--operator", "o"}, "replay", "exactly one of"},
+		{"replay of a missing file", nil, []string{"replay", "--dlq", "no-such-dlq.json", "--reason", "r", "--operator", "o"}, "replay", "no-such-dlq.json: file not found"},
+		{"migrate without MYSQL_DSN", nil, []string{"migrate"}, "migrate", "MYSQL_DSN is not set"},
+		{"bad configuration", []string{"LEASE_SECONDS=0"}, []string{"stats"}, "configuration", "LEASE_SECONDS: want a whole number"},
+		{"configuration a client refuses", []string{"LLM_MODEL=qwen-plus", "LLM_API_KEY=k", "LLM_BASE_URL=https://127.0.0.1:1/v1?x=1"}, []string{"stats"}, "invalid_config", "LLM_BASE_URL must not have a query"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			setEnv(t, tc.env...)
+			stdout, stderr, code := cli(tc.args...)
+			if code != ExitUsage || stdout != "" {
+				t.Fatalf("exit %d, stdout %q; want %d", code, stdout, ExitUsage)
+			}
+			last := lastLine(stderr)
+			if !strings.HasPrefix(last, tc.command+": ") || !strings.Contains(last, tc.want) {
+				t.Fatalf("stderr %q; want %q from %s", last, tc.want, tc.command)
+			}
+			if strings.HasPrefix(last, tc.command+": "+tc.command+":") {
+				t.Fatalf("the command is named twice: %q", last)
+			}
+		})
+	}
+}
+
+// lastLine is the last non-empty line of s: what a command said after its
+// startup log line.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"none", nil, ExitOK},
+		{"unknown key", fmt.Errorf("abc: %w", handler.ErrUnknownKey), ExitNotFound},
+		{"store down", fmt.Errorf("claim: %w: dial tcp", idempotency.ErrStoreUnavailable), ExitStoreUnavailable},
+		{"schema missing", idempotency.Retryable("schema_missing", fmt.Errorf("%w: no table", idempotency.ErrStoreUnavailable)), ExitStoreUnavailable},
+		{"anything else", errors.New("sweep: boom"), ExitFailed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := exitCode(tc.err); got != tc.want {
+				t.Fatalf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/internal/app"
+)
+
+// commands are the operator's subcommands, in the order the usage lists them.
+var commands = []command{
+	{"invoke", "--event FILE [--request-id ID]", "run one event in-process and print the outcome JSON", envPipeline, setupInvoke},
+	{"migrate", "[--create-database]", "apply the MySQL schema (MYSQL_DSN); idempotent", []string{"MYSQL_DSN"}, setupMigrate},
+	{"inspect", "--key K", "print the record of K, its steps, replays and objects (no secrets)", join(envStore, envResults), setupInspect},
+	{"replay", "--key K | --dlq FILE, --reason R --operator O", "re-drive a task with its original key (audited)", envPipeline, setupReplay},
+	{"sweep", "[--limit N] [--budget D] [--grace D]", "re-drive stuck tasks once (what the timer trigger runs)", envPipeline, setupSweep},
+	{"stats", "[--since D] [--json]", "decisions and the duplicate rate per minute", envStore, setupStats},
+}
+
+func setupInvoke(flags *flag.FlagSet) action {
+	file := flags.String("event", "", "event file (CloudEvent, batch, timer); - for stdin")
+	reqID := flags.String("request-id", "", "FC request id to simulate (default local-<pid>)")
+	return func(ctx context.Context, r *run) int {
+		if *file == "" {
+			return r.badUsage("--event FILE is required")
+		}
+		body, err := loadEvent(*file)
+		if err != nil {
+			return r.badUsage("%v", err)
+		}
+		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			if *reqID == "" {
+				*reqID = "local-" + strconv.Itoa(os.Getpid())
+			}
+			rep := a.Pipeline.Handle(ctx, body, handler.Meta{RequestID: *reqID, RetryCount: -1})
+			printJSON(r.stdout, rep.Body)
+			return outcomeExit(rep.Status != 200, rep.ErrorType)
+		})
+	}
+}
+
+func setupMigrate(flags *flag.FlagSet) action {
+	create := flags.Bool("create-database", false, "create the database MYSQL_DSN names if it does not exist")
+	return func(ctx context.Context, r *run) int {
+		return r.withApp(ctx, checkNone, func(a *app.App) int {
+			if a.MySQL == nil {
+				return r.badUsage("MYSQL_DSN is not set (the embedded store needs no migration)")
+			}
+			created := false
+			if *create {
+				var err error
+				if created, err = createDatabase(ctx, a.Cfg.MySQLDSN); err != nil {
+					return r.fail(err, a.Redactor.Redact)
+				}
+			}
+			if err := a.Ping(ctx); err != nil {
+				return r.fail(err, a.Redactor.Redact)
+			}
+			applied, err := a.MySQL.Migrate(ctx)
+			if err != nil {
+				return r.fail(err, a.Redactor.Redact)
+			}
+			if applied == nil {
+				applied = []string{}
+			}
+			out, _ := json.Marshal(map[string]any{"created_database": created, "applied": applied})
+			fmt.Fprintln(r.stdout, string(out))
+			return ExitOK
+		})
+	}
+}
+
+func setupInspect(flags *flag.FlagSet) action {
+	key := flags.String("key", "", "business key K (64 hex)")
+	return func(ctx context.Context, r *run) int {
+		if *key == "" {
+			return r.badUsage("--key K is required")
+		}
+		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			rep, err := a.Pipeline.Inspect(ctx, *key, handler.Meta{})
+			if err != nil {
+				return r.fail(err, a.Redactor.Redact)
+			}
+			out, _ := json.MarshalIndent(rep, "", "  ")
+			fmt.Fprintln(r.stdout, a.Redactor.Redact(string(out)))
+			return ExitOK
+		})
+	}
+}
+
+func setupReplay(flags *flag.FlagSet) action {
+	key := flags.String("key", "", "business key K to re-drive from its stored input")
+	dlq := flags.String("dlq", "", "dead-letter file: an FC failure-destination message or an EventBridge dead-letter event")
+	reason := flags.String("reason", "", "why (required, audited)")
+	operator := flags.String("operator", "", "who (required, audited)")
+	return func(ctx context.Context, r *run) int {
+		if (*key == "") == (*dlq == "") || *reason == "" || *operator == "" {
+			return r.badUsage("give exactly one of --key K or --dlq FILE, and --reason R --operator O (both audited)")
+		}
+		var body []byte
+		if *dlq != "" {
+			var err error
+			if body, err = loadEvent(*dlq); err != nil {
+				return r.badUsage("%v", err)
+			}
+		}
+		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			req := handler.ReplayRequest{Reason: *reason, Operator: *operator}
+			meta := handler.Meta{RequestID: "replay-" + strconv.FormatInt(time.Now().UnixNano(), 36), RetryCount: -1}
+			var outs []handler.Outcome
+			var err error
+			if *key != "" {
+				var o handler.Outcome
+				o, err = a.Pipeline.ReplayKey(ctx, *key, req, meta)
+				outs = []handler.Outcome{o}
+			} else {
+				outs, err = a.Pipeline.ReplayDLQ(ctx, body, req, meta)
+			}
+			if err != nil {
+				return r.fail(err, a.Redactor.Redact)
+			}
+			out, _ := json.MarshalIndent(map[string]any{"results": outs}, "", "  ")
+			fmt.Fprintln(r.stdout, string(out))
+			for _, o := range outs {
+				if o.Failed() {
+					return outcomeExit(true, o.ErrorType)
+				}
+			}
+			return ExitOK
+		})
+	}
+}
+
+func setupSweep(flags *flag.FlagSet) action {
+	limit := flags.Int("limit", 50, "records per run")
+	budget := flags.Duration("budget", 40*time.Second, "wall time per run")
+	grace := flags.Duration("grace", time.Minute, "leave failed and finished records to FC's own retry this long")
+	return func(ctx context.Context, r *run) int {
+		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			rep, err := a.Pipeline.Sweep(ctx, handler.Meta{RequestID: "sweep-cli", RetryCount: -1},
+				handler.SweepOptions{Limit: *limit, Budget: *budget, Grace: *grace})
+			if err != nil {
+				return r.fail(err, a.Redactor.Redact)
+			}
+			out, _ := json.MarshalIndent(rep, "", "  ")
+			fmt.Fprintln(r.stdout, string(out))
+			return ExitOK
+		})
+	}
+}
+
+func setupStats(flags *flag.FlagSet) action {
+	since := flags.Duration("since", time.Hour, "how far back")
+	asJSON := flags.Bool("json", false, "print JSON instead of a table")
+	return func(ctx context.Context, r *run) int {
+		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			rows, err := a.Pipeline.Maint.Stats(ctx, time.Now().Add(-*since))
+			if err != nil {
+				return r.fail(err, a.Redactor.Redact)
+			}
+			buckets := handler.StatsByMinute(rows)
+			if *asJSON {
+				out, _ := json.MarshalIndent(buckets, "", "  ")
+				fmt.Fprintln(r.stdout, string(out))
+				return ExitOK
+			}
+			printStats(r.stdout, buckets)
+			return ExitOK
+		})
+	}
+}
+
+func printStats(w io.Writer, buckets []handler.MinuteStats) {
+	fmt.Fprintf(w, "%-17s %7s %6s %8s %12s %11s %8s %11s %14s %9s\n", "minute (UTC)", "claims", "first",
+		"takeover", "repeat_other", "repeat_done", "mismatch", "fast_reject", "store_conflict", "dup_rate")
+	for _, b := range buckets {
+		fmt.Fprintf(w, "%-17s %7d %6d %8d %12d %11d %8d %11d %14d %8.2f%%\n", b.Minute.Format("2006-01-02 15:04"),
+			b.Claims, b.First, b.Takeover+b.RepeatSame, b.RepeatOther, b.RepeatDone, b.Mismatch, b.FastRejects,
+			b.StoreConflicts, 100*b.DuplicateRate)
+	}
+}
+
+func printJSON(w io.Writer, body []byte) {
+	var v any
+	if json.Unmarshal(body, &v) == nil {
+		if pretty, err := json.MarshalIndent(v, "", "  "); err == nil {
+			body = pretty
+		}
+	}
+	fmt.Fprintln(w, string(body))
+}
+
+// loadEvent reads an event file, or stdin for "-". A missing file is said
+// plainly: it is the commonest mistake.
+func loadEvent(file string) ([]byte, error) {
+	if file == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: file not found", file)
+	}
+	return b, err
+}

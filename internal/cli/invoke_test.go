@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemgate/idemgate/internal/dev/testenv"
+)
+
+// taskEvent writes a CloudEvent with the given task data to a file of its own.
+func taskEvent(t *testing.T, data string) string {
+	t.Helper()
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	body := `{"specversion":"1.0","id":"cli-` + hex.EncodeToString(b) + `","source":"idemgate.cli-test","type":"idemgate:Task:Submitted",` +
+		`"datacontenttype":"application/json","data":` + data + `}`
+	path := filepath.Join(t.TempDir(), "event.json")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// uniqueTask is a summarize task no other run has submitted: its key is new
+// even to a Redis that other test runs share.
+func uniqueTask(t *testing.T) string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return taskEvent(t, `{"tenant_id":"cli-test","task_type":"summarize","operation":"summarize","input":{"content":"cli test `+
+		hex.EncodeToString(b)+`"}}`)
+}
+
+func outcome(t *testing.T, stdout string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+		t.Fatalf("stdout is not an outcome: %v\n%s", err, stdout)
+	}
+	return m
+}
+
+// migrated returns the environment of a fresh, migrated MySQL database.
+func migrated(t *testing.T, extra ...string) []string {
+	t.Helper()
+	env := append([]string{"MYSQL_DSN=" + testenv.FreshMySQLDSN(t)}, extra...)
+	setEnv(t, env...)
+	if stdout, stderr, code := cli("migrate"); code != ExitOK {
+		t.Fatalf("migrate: exit %d\n%s%s", code, stdout, stderr)
+	}
+	return env
+}
+
+// `main invoke` counts its decisions as the server does: two invokes of one
+// event are first=1, repeat_done=1 in `main stats`, on every store.
+func TestInvokeRecordsStats(t *testing.T) {
+	tests := []struct {
+		name string
+		env  func(t *testing.T) []string
+	}{
+		{"embedded store", func(t *testing.T) []string { return nil }},
+		{"MySQL", func(t *testing.T) []string { return migrated(t) }},
+		{"MySQL and Redis", func(t *testing.T) []string { return migrated(t, "REDIS_URL="+testenv.RedisURL(t)) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			setEnv(t, tc.env(t)...)
+			file := uniqueTask(t)
+			for i, want := range []string{"FIRST", "REPEAT_DONE"} {
+				stdout, stderr, code := cli("invoke", "--event", file)
+				if o := outcome(t, stdout); code != ExitOK || o["decision"] != want || o["status"] != "SUCCEEDED" {
+					t.Fatalf("invoke %d: exit %d, %v\n%s", i+1, code, o, stderr)
+				}
+			}
+			stdout, stderr, code := cli("stats", "--json")
+			var minutes []struct {
+				First      int64 `json:"first"`
+				RepeatDone int64 `json:"repeat_done"`
+				Claims     int64 `json:"claims"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &minutes); code != ExitOK || err != nil {
+				t.Fatalf("stats: exit %d, %v\n%s%s", code, err, stdout, stderr)
+			}
+			var first, done, claims int64
+			for _, m := range minutes { // the two invokes may straddle a minute
+				first, done, claims = first+m.First, done+m.RepeatDone, claims+m.Claims
+			}
+			if first != 1 || done != 1 || claims != 2 {
+				t.Fatalf("stats first=%d repeat_done=%d claims=%d; want 1, 1, 2\n%s", first, done, claims, stdout)
+			}
+		})
+	}
+}
+
+// The sample batch runs offline: no notify, nothing to reach.
+func TestInvokeSampleBatchOffline(t *testing.T) {
+	setEnv(t)
+	stdout, stderr, code := cli("invoke", "--event", event("eventbridge-batch.json"))
+	var out struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); code != ExitOK || err != nil || len(out.Results) != 3 {
+		t.Fatalf("exit %d, %v\n%s%s", code, err, stdout, stderr)
+	}
+	for i, r := range out.Results {
+		if r["status"] != "SUCCEEDED" || r["duplicate"] != (i == 2) {
+			t.Errorf("result %d = %v", i, r)
+		}
+	}
+}
+
+// One row per exit code a command can end with.
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want int
+	}{
+		{"success", nil, []string{"invoke", "--event", event("eventbridge-single.json")}, ExitOK},
+		{"task failed", nil, []string{"invoke", "--event", event("invalid-missing-tenant.json")}, ExitFailed},
+		{"bad usage", nil, []string{"invoke"}, ExitUsage},
+		{"not found: inspect", nil, []string{"inspect", "--key", strings.Repeat("a", 64)}, ExitNotFound},
+		{"not found: replay", nil, []string{"replay", "--key", strings.Repeat("a", 64), "--reason", "r", "--operator", "o"}, ExitNotFound},
+		{"store unavailable", []string{"MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s"}, []string{"invoke", "--event", event("eventbridge-single.json")}, ExitStoreUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			setEnv(t, tc.env...)
+			stdout, stderr, code := cli(tc.args...)
+			if code != tc.want {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.want, stdout, stderr)
+			}
+		})
+	}
+}

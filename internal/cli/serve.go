@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/handler/customruntime"
+	"github.com/idemgate/idemgate/handler/go1"
+	"github.com/idemgate/idemgate/handler/llm"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/logx"
+)
+
+// errConfig marks a configuration error: bad usage, exit 2.
+type errConfig struct{ err error }
+
+func (e errConfig) Error() string { return "configuration: " + e.err.Error() }
+func (e errConfig) Unwrap() error { return e.err }
+
+// open loads the configuration and wires the function for command (a
+// subcommand's name, or "serve"); logs go to w as JSON, starting with the
+// line that names the live backends.
+func open(w io.Writer, command string) (*app.App, error) {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return nil, errConfig{err}
+	}
+	red := &logx.Redactor{}
+	log := logx.New(w, slog.LevelInfo, red)
+	slog.SetDefault(log)
+	log.Info("backends", append([]any{"command", command}, backends(cfg)...)...)
+	a, err := app.Open(cfg, log, red)
+	if err != nil {
+		return nil, err
+	}
+	// IDEMGATE_FAULT names a pipeline point where the process kills itself
+	// (SIGKILL: no deferred cleanup), or panics with "<point>:panic", for the
+	// crash drills and the secret-leak test. Unset in production.
+	if fault := os.Getenv("IDEMGATE_FAULT"); fault != "" {
+		point, action, _ := strings.Cut(fault, ":")
+		a.Pipeline.Fault = func(p string) {
+			switch {
+			case p != point:
+			case action == "panic":
+				panic("IDEMGATE_FAULT at " + p)
+			default:
+				log.Warn("IDEMGATE_FAULT: killing the process", "point", p)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
+	}
+	return a, nil
+}
+
+// openFailed reports an error of open: a bad configuration, whether the
+// configuration or a client refused it, is bad usage.
+func openFailed(w io.Writer, err error) int {
+	fmt.Fprintln(w, err)
+	if _, ok := err.(errConfig); ok {
+		return ExitUsage
+	}
+	if _, code := idempotency.Classify(err); code == llm.CodeInvalidConfig {
+		return ExitUsage
+	}
+	return exitCode(err)
+}
+
+func serve(ctx context.Context, stdout, stderr io.Writer) int {
+	a, err := open(stdout, "serve") // FC collects stdout into the function's log store
+	if err != nil {
+		return openFailed(stderr, err)
+	}
+	// Pre-stop flushes and keeps the clients: FC may thaw and invoke the
+	// instance again. Only the end of the process closes them.
+	hooks := handler.Hooks{Init: a.Warm, PreStop: a.PreStop, Shutdown: func(context.Context) error { return a.Close() },
+		Secrets: a.Redactor.Add}
+	if os.Getenv("FC_RUNTIME_API") != "" {
+		go1.Start(a.Pipeline.Handle, hooks)
+		return ExitOK
+	}
+	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Hooks: hooks, Log: a.Log}
+	addr := net.JoinHostPort("0.0.0.0", strconv.Itoa(a.Cfg.ListenPort))
+	err = srv.ListenAndServe(ctx, addr, func(bound net.Addr) { a.Log.Info("listening", "addr", bound.String()) })
+	if err != nil {
+		a.Log.Error("server stopped", "error", err.Error())
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+// storeCheck is what a command needs of the durable store before it runs.
+type storeCheck int
+
+const (
+	checkNone   storeCheck = iota // the command checks for itself (migrate)
+	checkSchema                   // answers and is migrated (app.Warm)
+)
+
+// withApp opens the wired function for the command r names, checks the
+// store as asked and runs fn; the function is closed after (flushing the
+// decision counters to the store).
+func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App) int) int {
+	a, err := open(r.stderr, r.name)
+	if err != nil {
+		return openFailed(r.stderr, err)
+	}
+	defer a.Close()
+	if check == checkSchema {
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := a.Warm(wctx)
+		cancel()
+		if err != nil {
+			return r.fail(err, a.Redactor.Redact)
+		}
+	}
+	return fn(a)
+}

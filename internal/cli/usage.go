@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// envDoc documents one environment variable.
+type envDoc struct{ name, doc string }
+
+// envDocs are the variables the binary reads (internal/config and this
+// package), in the order the usage lists them.
+var envDocs = []envDoc{
+	{"MYSQL_DSN", "MySQL/MariaDB DSN of the arbiter store, user:pass@tcp(host:3306)/db; unset: the embedded store under STATE_DIR"},
+	{"STATE_DIR", "directory of the embedded store and of local results (default ./.idemgate)"},
+	{"REDIS_URL", "redis://[:pass@]host:6379/db of the fast layer (optional; unset: none)"},
+	{"DEDUP_TTL_SECONDS", "how long the fast layer remembers a key, 1 to 300 (default 300)"},
+	{"OSS_ENDPOINT", "OSS endpoint for results; OSS_ENDPOINT, OSS_BUCKET and OSS_REGION all or none (none: STATE_DIR/results)"},
+	{"OSS_BUCKET", "OSS bucket for results"},
+	{"OSS_REGION", "OSS region, for V4 signing (cn-hangzhou …)"},
+	{"ALIBABA_CLOUD_ACCESS_KEY_ID", "fallback credentials for OSS when FC sends none (local runs)"},
+	{"ALIBABA_CLOUD_ACCESS_KEY_SECRET", "secret of the fallback credentials"},
+	{"ALIBABA_CLOUD_SECURITY_TOKEN", "STS token of the fallback credentials"},
+	{"LLM_BASE_URL", "OpenAI-compatible endpoint of the model (default DashScope's compatible mode)"},
+	{"LLM_API_KEY", "model API key; unset with LLM_MODEL unset: the offline model"},
+	{"DASHSCOPE_API_KEY", "read when LLM_API_KEY is unset"},
+	{"LLM_MODEL", "model name (default qwen-plus with a key; \"offline\": the built-in offline model)"},
+	{"LLM_TIMEOUT_SECONDS", "bound of one model call, 1 to 3600 (default 60)"},
+	{"LEASE_SECONDS", "lease of a claim, renewed while the task runs, 1 to 86400 (default 60)"},
+	{"MAX_ATTEMPTS", "attempts before a retryable failure is final, 1 to 100 (default 3)"},
+	{"FC_CUSTOM_LISTEN_PORT", "port of the custom-runtime server (FC sets it; else FC_SERVER_PORT, else 9000)"},
+	{"FC_SERVER_PORT", "port of the custom-runtime server when FC_CUSTOM_LISTEN_PORT is unset"},
+	{"FC_RUNTIME_API", "set by FC's go1 runtime: serve through its runtime API instead of HTTP"},
+	{"IDEMGATE_FAULT", "crash drills only: a pipeline point where the process kills itself (POINT or POINT:panic)"},
+}
+
+// Variable groups, as the commands use them.
+var (
+	envStore   = []string{"MYSQL_DSN", "STATE_DIR"}
+	envFast    = []string{"REDIS_URL", "DEDUP_TTL_SECONDS"}
+	envResults = []string{"OSS_ENDPOINT", "OSS_BUCKET", "OSS_REGION", "ALIBABA_CLOUD_ACCESS_KEY_ID",
+		"ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN"}
+	envModel    = []string{"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS"}
+	envPipeline = join(envStore, envFast, envResults, envModel, []string{"LEASE_SECONDS", "MAX_ATTEMPTS", "IDEMGATE_FAULT"})
+)
+
+func join(groups ...[]string) []string {
+	var out []string
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+func docOf(name string) string {
+	for _, e := range envDocs {
+		if e.name == name {
+			return e.doc
+		}
+	}
+	return ""
+}
+
+// exitCodes is the exit-code table every help text ends with.
+const exitCodes = `exit codes:
+  0  success
+  1  task failed: the outcome is a failure (its errorType says why), or the operation failed
+  2  bad usage: unknown command, bad flag or argument, unreadable event file, bad configuration
+  3  not found: no record for the key (inspect, replay --key)
+  4  store unavailable: the durable store does not answer or is not migrated (run main migrate); nothing ran, retry later
+`
+
+// usage writes the binary's help.
+func usage(w io.Writer) {
+	fmt.Fprint(w, `idemgate makes asynchronous tasks take effect at most once (Alibaba Cloud Function Compute 3.0).
+
+usage:
+  main                  serve FC: the go1 runtime when FC_RUNTIME_API is set, else the custom-runtime HTTP server
+  main COMMAND [flags]  run an operator command
+  main help [COMMAND]   this text, or a command's flags and environment (also main -h, main COMMAND -h)
+
+commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %s %s\n        %s\n", c.name, c.synopsis, c.summary)
+	}
+	fmt.Fprint(w, "\nenvironment (a malformed value in any of them is a usage error, whatever the command):\n")
+	for _, e := range envDocs {
+		fmt.Fprintf(w, "  %-31s %s\n", e.name, e.doc)
+	}
+	fmt.Fprint(w, "\n"+exitCodes)
+}
+
+// help writes one command's synopsis, flags, environment and exit codes.
+func (c *command) help(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: main %s %s\n\n%s\n", c.name, c.synopsis, capitalize(c.summary))
+	fmt.Fprint(w, "\nflags:\n")
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		fmt.Fprint(w, "  (none)\n")
+	}
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprint(w, "\nenvironment it uses:\n")
+	for _, name := range c.env {
+		fmt.Fprintf(w, "  %-31s %s\n", name, docOf(name))
+	}
+	fmt.Fprint(w, "\n"+exitCodes)
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:] + "."
+}
