@@ -88,9 +88,9 @@ func Parse(body []byte) (*Invocation, error) {
 	if kind == '{' {
 		obj = make(map[string]json.RawMessage, 16)
 	}
-	if err := strictJSON(body, func(key []byte, raw json.RawMessage) {
+	if err := strictJSON(body, func(key string, raw json.RawMessage) {
 		if kind == '{' {
-			obj[string(key)] = raw
+			obj[key] = raw
 		} else {
 			els = append(els, raw)
 		}

@@ -204,6 +204,14 @@ func TestParseRejects(t *testing.T) {
 		{"duplicate data field", mkEvent(`{"tenant_id":"a","tenant_id":"b","task_type":"t","operation":"o","input":{}}`, ""), TypeMalformedEvent, "tenant_id", ""},
 		{"duplicate deep inside input", mkEvent(`{"tenant_id":"a","task_type":"t","operation":"o","input":{"x":[{"k":1,"k":2}]}}`, ""), TypeMalformedEvent, "k", ""},
 		{"nested too deep", []byte(strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)), TypeMalformedEvent, "", ""},
+		{"nested deeper than jsontext allows", []byte(strings.Repeat("[", 10001) + strings.Repeat("]", 10001)), TypeMalformedEvent, "", ""},
+		// A lone surrogate escape is refused by the strict pass (see
+		// checkStrictJSON), wherever it is: one FINAL malformed_event for the
+		// body, not a later per-task invalid_request.
+		{"lone surrogate escape in task input", mkEvent(`{"tenant_id":"a","task_type":"t","operation":"o","input":{"x":"\ud800"}}`, ""), TypeMalformedEvent, "", ""},
+		{"lone surrogate escape in subject", mkEvent(goodData, `"subject":"a\udc00b"`), TypeMalformedEvent, "", ""},
+		{"lone surrogate escape in a batch member", []byte(`[` + string(mkEvent(goodData, "")) + `,` + string(mkEvent(goodData, `"subject":"\ud83d"`)) + `]`), TypeMalformedEvent, "", ""},
+		{"lone surrogate escape in a key", mkEvent(goodData, `"\ud800":1`), TypeMalformedEvent, "", ""},
 		{"number body", []byte(`42`), TypeMalformedEvent, "", ""},
 		{"string body", []byte(`"sweep"`), TypeMalformedEvent, "", ""},
 		{"null body", []byte(`null`), TypeMalformedEvent, "", ""},
