@@ -162,7 +162,7 @@ func TestParseSampleFiles(t *testing.T) {
 
 	t.Run("invalid-missing-tenant", func(t *testing.T) {
 		inv, err := Parse(readEvent(t, "invalid-missing-tenant.json"))
-		e := AsError(err)
+		e := asError(err)
 		if e == nil || e.Type != TypeInvalidRequest || e.Field != "tenant_id" || e.Index != -1 {
 			t.Fatalf("error = %#v", e)
 		}
@@ -465,7 +465,7 @@ func TestFailureDestinationOriginal(t *testing.T) {
 				}
 				return
 			}
-			if e := AsError(err); e == nil || e.Type != tc.wantType {
+			if e := asError(err); e == nil || e.Type != tc.wantType {
 				t.Fatalf("Original error = %v; want %s", err, tc.wantType)
 			}
 		})
@@ -510,13 +510,14 @@ func TestError(t *testing.T) {
 		if !errors.Is(wrapped, ErrInvalidRequest) || errors.Is(wrapped, ErrInvalidEnvelope) {
 			t.Errorf("errors.Is by type broken for %v", wrapped)
 		}
-		if !IsFinal(wrapped) || AsError(wrapped) == nil {
+		var e *Error
+		if !IsFinal(wrapped) || !errors.As(wrapped, &e) {
 			t.Errorf("IsFinal(%v) = false", wrapped)
 		}
-		if IsFinal(errors.New("redis: connection refused")) || IsFinal(nil) || AsError(nil) != nil {
+		if IsFinal(errors.New("redis: connection refused")) || IsFinal(nil) || errors.As(errors.New("x"), &e) {
 			t.Error("foreign errors must not be FINAL event errors")
 		}
-		same := *AsError(err)
+		same := *asError(err)
 		if !errors.Is(err, &same) {
 			t.Error("an identical *Error should match")
 		}

@@ -35,13 +35,13 @@ const maxDepth = 512
 // accepting it only moved the same FINAL rejection later, to an
 // invalid_request per task, while a surrogate outside the task data slipped
 // through as U+FFFD.
-func checkStrictJSON(b []byte) *Error { return strictJSON(b, nil) }
+func checkStrictJSON(b []byte) error { return strictJSON(b, nil) }
 
 // strictJSON is checkStrictJSON handing the outermost members (of an
 // object) or elements (of an array, key "") to collect as it goes, so that
 // the caller needs no second pass to split them. The raw values are slices
 // of b.
-func strictJSON(b []byte, collect func(key string, raw json.RawMessage)) *Error {
+func strictJSON(b []byte, collect func(key string, raw json.RawMessage)) error {
 	switch {
 	case len(bytes.TrimSpace(b)) == 0:
 		return newError(TypeMalformedEvent, "", "empty body")
@@ -120,7 +120,7 @@ func (d *decoder) split(b []byte, collect func(key string, raw json.RawMessage))
 
 // syntaxError words a jsontext error as a malformed_event; a repeated key is
 // named in Field.
-func syntaxError(b []byte, err error) *Error {
+func syntaxError(b []byte, err error) error {
 	var serr *jsontext.SyntacticError
 	if !errors.As(err, &serr) {
 		return newError(TypeMalformedEvent, "", "not valid JSON: %v", err)

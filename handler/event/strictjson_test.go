@@ -89,8 +89,8 @@ func TestCheckStrictJSON(t *testing.T) {
 			if err == nil {
 				return
 			}
-			e := err
-			if e.Type != TypeMalformedEvent || e.Msg == "" {
+			e := asError(err)
+			if e == nil || e.Type != TypeMalformedEvent || e.Msg == "" {
 				t.Fatalf("error %#v", err)
 			}
 			if tc.dupName != "" && (!strings.HasPrefix(e.Field, tc.dupName) || !strings.Contains(e.Msg, "repeats")) {
