@@ -50,10 +50,25 @@ func strictJSON(b []byte, collect func(key string, raw json.RawMessage)) error {
 	case jcs.NestedDeeper(b, maxDepth): // before jsontext, which would stop only at 10000
 		return newError(TypeMalformedEvent, "", "JSON nested deeper than %d levels", maxDepth)
 	}
+	switch err := read(b, collect); {
+	case err == errSecondValue:
+		return newError(TypeMalformedEvent, "", "more than one JSON value in the body")
+	case err != nil:
+		return syntaxError(b, err)
+	}
+	return nil
+}
+
+// errSecondValue: read found another value after the first.
+var errSecondValue = errors.New("more than one JSON value")
+
+// read reads b as exactly one JSON value with jsontext's rules, relaxed by
+// opts, handing the outermost members or elements to collect when set.
+func read(b []byte, collect func(key string, raw json.RawMessage), opts ...jsontext.Options) error {
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	d.buf = *bytes.NewBuffer(b)
-	d.dec.Reset(&d.buf)
+	d.dec.Reset(&d.buf, opts...)
 	var err error
 	if k := jsonKind(b); collect != nil && (k == '{' || k == '[') {
 		err = d.split(b, collect)
@@ -61,13 +76,13 @@ func strictJSON(b []byte, collect func(key string, raw json.RawMessage)) error {
 		_, err = d.dec.ReadValue()
 	}
 	if err != nil {
-		return syntaxError(b, err)
+		return err
 	}
 	switch _, err := d.dec.ReadToken(); {
 	case err == nil:
-		return newError(TypeMalformedEvent, "", "more than one JSON value in the body")
+		return errSecondValue
 	case err != io.EOF:
-		return syntaxError(b, err)
+		return err
 	}
 	return nil
 }
@@ -146,15 +161,19 @@ func escapedUnit(s []byte) (rune, bool) {
 	return rune(u), err == nil
 }
 
+// trusted skips the repeated-key and UTF-8 checks on text already checked.
+var trusted = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
 // members splits a JSON object into its members, as json.Unmarshal into a
 // map[string]json.RawMessage would, for text checkStrictJSON accepted (so
-// no key repeats); ok is false when raw is not such an object.
+// no key repeats); ok is false when raw is not such an object. The text is
+// read without checking again what the strict pass checked (trusted).
 func members(raw []byte) (m map[string]json.RawMessage, ok bool) {
 	if jsonKind(raw) != '{' {
 		return nil, false
 	}
 	m = make(map[string]json.RawMessage, 16)
-	if strictJSON(raw, func(key string, v json.RawMessage) { m[key] = v }) != nil {
+	if read(raw, func(key string, v json.RawMessage) { m[key] = v }, trusted...) != nil {
 		return nil, false
 	}
 	return m, true
