@@ -126,7 +126,7 @@ func TestConformanceCorpus(t *testing.T) {
 		for _, tc := range loadCorpus(t, "valid-events.json", "ValidSingleEvent").Tests {
 			t.Run(tc.ID, func(t *testing.T) {
 				// Judged on its own, without task data, the envelope must pass.
-				if _, err := Parse(tc.Event); err != nil && AsError(err).Type != TypeInvalidRequest {
+				if _, err := Parse(tc.Event); err != nil && asError(err).Type != TypeInvalidRequest {
 					t.Fatalf("envelope rejected without task data: %v", err)
 				}
 				body, ownData := withTaskData(t, tc.Event, false)
@@ -137,7 +137,7 @@ func TestConformanceCorpus(t *testing.T) {
 				if ownData {
 					// The envelope must pass; the case's own non-task data may
 					// then be refused as a task, but never as an envelope.
-					if err != nil && AsError(err).Type != TypeInvalidRequest {
+					if err != nil && asError(err).Type != TypeInvalidRequest {
 						t.Fatalf("envelope rejected: %v", err)
 					}
 					return
@@ -156,12 +156,12 @@ func TestConformanceCorpus(t *testing.T) {
 		for _, tc := range loadCorpus(t, "invalid-events.json", "InvalidSingleEvent").Tests {
 			t.Run(tc.ID, func(t *testing.T) {
 				// Without task data the rejection must already be the envelope's.
-				if _, err := Parse(tc.Event); AsError(err) == nil || AsError(err).Type != TypeInvalidEnvelope {
+				if _, err := Parse(tc.Event); asError(err) == nil || asError(err).Type != TypeInvalidEnvelope {
 					t.Fatalf("without task data: %v; want %s", err, TypeInvalidEnvelope)
 				}
 				body, _ := withTaskData(t, tc.Event, true)
 				inv, err := Parse(body)
-				e := AsError(err)
+				e := asError(err)
 				if e == nil || e.Type != TypeInvalidEnvelope || !IsFinal(err) {
 					t.Fatalf("Parse = %+v, %v; want a FINAL %s", inv, err, TypeInvalidEnvelope)
 				}

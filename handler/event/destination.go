@@ -58,7 +58,7 @@ type destinationWire struct {
 	ResponsePayload json.RawMessage `json:"responsePayload"`
 }
 
-func parseDestination(body []byte) (*FailureDestination, *Error) {
+func parseDestination(body []byte) (*FailureDestination, error) {
 	var w destinationWire
 	if err := json.Unmarshal(body, &w); err != nil {
 		var te *json.UnmarshalTypeError
@@ -105,7 +105,7 @@ func (inv *Invocation) OriginalEvent() ([]byte, error) {
 		return nil, newError(TypeInvalidRequest, "requestPayload", "the failure-destination message carries no original event (FC drops payloads too large for the destination)")
 	}
 	if err := checkStrictJSON(p); err != nil {
-		err.Field = "requestPayload"
+		asError(err).Field = "requestPayload"
 		return nil, err
 	}
 	return p, nil
@@ -127,7 +127,7 @@ func (inv *Invocation) Original() (*Invocation, error) {
 }
 
 // destinationTime reads timestamp as Unix milliseconds or an RFC 3339 string.
-func destinationTime(raw json.RawMessage) (time.Time, *Error) {
+func destinationTime(raw json.RawMessage) (time.Time, error) {
 	if len(raw) == 0 || isNull(raw) {
 		return time.Time{}, nil
 	}

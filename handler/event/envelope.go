@@ -39,7 +39,7 @@ var specAttrs = map[string]bool{
 //
 // attrs is raw already decoded into members, when the caller has done that
 // (Parse has, for a single event); nil makes parseEnvelope decode it.
-func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, *Error) {
+func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, error) {
 	if attrs == nil {
 		var ok bool
 		if attrs, ok = members(raw); !ok {
@@ -161,7 +161,7 @@ func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, *Er
 
 // sdkError turns an SDK error into an envelope error, naming the attribute
 // when the SDK says which one (a ValidationError is a map attribute → error).
-func sdkError(err error) *Error {
+func sdkError(err error) error {
 	var ve ce.ValidationError
 	if errors.As(err, &ve) && len(ve) > 0 {
 		keys := make([]string, 0, len(ve))
@@ -174,7 +174,7 @@ func sdkError(err error) *Error {
 	return newError(TypeInvalidEnvelope, "", "rejected by the CloudEvents SDK: %v", err)
 }
 
-func requiredString(attrs map[string]json.RawMessage, name string) (string, *Error) {
+func requiredString(attrs map[string]json.RawMessage, name string) (string, error) {
 	raw, ok := attrs[name]
 	if !ok || isNull(raw) {
 		return "", newError(TypeInvalidEnvelope, name, "required attribute is missing")
@@ -191,7 +191,7 @@ func requiredString(attrs map[string]json.RawMessage, name string) (string, *Err
 
 // optionalString returns "" for an absent or null attribute; a present one
 // must be a non-empty string (corpus: invalidEmptySubject and friends).
-func optionalString(attrs map[string]json.RawMessage, name string) (string, *Error) {
+func optionalString(attrs map[string]json.RawMessage, name string) (string, error) {
 	if !present(attrs, name) {
 		return "", nil
 	}

@@ -26,6 +26,8 @@ const (
 )
 
 // Error is a rejected body, batch member or field. It is always FINAL.
+// Functions hand it out as an error (errors_test.go keeps it so, because a
+// nil *Error returned as an error is not nil); read it with errors.As.
 type Error struct {
 	// Type is one of the Type* constants.
 	Type string
@@ -90,8 +92,10 @@ func IsFinal(err error) bool {
 	return errors.As(err, &e)
 }
 
-// AsError returns the *Error in err's chain, or nil.
-func AsError(err error) *Error {
+// asError returns the *Error in err's chain, or nil. Every error this
+// package's functions return is an *Error; they are declared as error all
+// the same, so that a nil *Error can never become a non-nil error.
+func asError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -99,6 +103,6 @@ func AsError(err error) *Error {
 	return nil
 }
 
-func newError(typ, field, format string, args ...any) *Error {
+func newError(typ, field, format string, args ...any) error {
 	return &Error{Type: typ, Field: field, Msg: fmt.Sprintf(format, args...), Index: -1}
 }

@@ -88,9 +88,9 @@ func Parse(body []byte) (*Invocation, error) {
 	if kind == '{' {
 		obj = make(map[string]json.RawMessage, 16)
 	}
-	if err := strictJSON(body, func(key []byte, raw json.RawMessage) {
+	if err := strictJSON(body, func(key string, raw json.RawMessage) {
 		if kind == '{' {
-			obj[string(key)] = raw
+			obj[key] = raw
 		} else {
 			els = append(els, raw)
 		}
@@ -148,7 +148,7 @@ func parseSingle(body []byte, attrs map[string]json.RawMessage) (*Invocation, er
 	inv := &Invocation{Kind: KindSingle, Size: 1}
 	t, err := parseMember(body, -1, attrs)
 	if err != nil {
-		inv.Rejected = []*Error{err}
+		inv.Rejected = []*Error{asError(err)}
 		return inv, err
 	}
 	inv.Tasks = []*Task{t}
@@ -160,7 +160,7 @@ func parseBatch(els []json.RawMessage) (*Invocation, error) {
 	for i, m := range els {
 		t, err := parseMember(m, i, nil)
 		if err != nil {
-			inv.Rejected = append(inv.Rejected, err)
+			inv.Rejected = append(inv.Rejected, asError(err))
 			continue
 		}
 		inv.Tasks = append(inv.Tasks, t)
@@ -174,10 +174,10 @@ func parseBatch(els []json.RawMessage) (*Invocation, error) {
 
 // parseMember validates one CloudEvent and extracts its task. index is the
 // batch position, -1 for a single event.
-func parseMember(raw []byte, index int, attrs map[string]json.RawMessage) (*Task, *Error) {
+func parseMember(raw []byte, index int, attrs map[string]json.RawMessage) (*Task, error) {
 	var (
 		env *envelope
-		err *Error
+		err error
 	)
 	if jsonKind(raw) != '{' {
 		err = newError(TypeInvalidEnvelope, "", "a batch member must be a CloudEvent JSON object")
@@ -189,11 +189,12 @@ func parseMember(raw []byte, index int, attrs map[string]json.RawMessage) (*Task
 			return t, nil
 		}
 	}
-	err.Index = index
+	e := asError(err)
+	e.Index = index
 	if env != nil {
-		err.EventSource, err.EventID = env.Source, env.ID
+		e.EventSource, e.EventID = env.Source, env.ID
 	}
-	return nil, err
+	return nil, e
 }
 
 func batchError(inv *Invocation) *Error {

@@ -192,7 +192,7 @@ func TestParseSampleFiles(t *testing.T) {
 
 	t.Run("invalid-missing-tenant", func(t *testing.T) {
 		inv, err := Parse(readEvent(t, "invalid-missing-tenant.json"))
-		e := AsError(err)
+		e := asError(err)
 		if e == nil || e.Type != TypeInvalidRequest || e.Field != "tenant_id" || e.Index != -1 {
 			t.Fatalf("error = %#v", e)
 		}
@@ -234,6 +234,14 @@ func TestParseRejects(t *testing.T) {
 		{"duplicate data field", mkEvent(`{"tenant_id":"a","tenant_id":"b","task_type":"t","operation":"o","input":{}}`, ""), TypeMalformedEvent, "tenant_id", ""},
 		{"duplicate deep inside input", mkEvent(`{"tenant_id":"a","task_type":"t","operation":"o","input":{"x":[{"k":1,"k":2}]}}`, ""), TypeMalformedEvent, "k", ""},
 		{"nested too deep", []byte(strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)), TypeMalformedEvent, "", ""},
+		{"nested deeper than jsontext allows", []byte(strings.Repeat("[", 10001) + strings.Repeat("]", 10001)), TypeMalformedEvent, "", ""},
+		// A lone surrogate escape is refused by the strict pass (see
+		// checkStrictJSON), wherever it is: one FINAL malformed_event for the
+		// body, not a later per-task invalid_request.
+		{"lone surrogate escape in task input", mkEvent(`{"tenant_id":"a","task_type":"t","operation":"o","input":{"x":"\ud800"}}`, ""), TypeMalformedEvent, "", ""},
+		{"lone surrogate escape in subject", mkEvent(goodData, `"subject":"a\udc00b"`), TypeMalformedEvent, "", ""},
+		{"lone surrogate escape in a batch member", []byte(`[` + string(mkEvent(goodData, "")) + `,` + string(mkEvent(goodData, `"subject":"\ud83d"`)) + `]`), TypeMalformedEvent, "", ""},
+		{"lone surrogate escape in a key", mkEvent(goodData, `"\ud800":1`), TypeMalformedEvent, "", ""},
 		{"number body", []byte(`42`), TypeMalformedEvent, "", ""},
 		{"string body", []byte(`"sweep"`), TypeMalformedEvent, "", ""},
 		{"null body", []byte(`null`), TypeMalformedEvent, "", ""},
@@ -487,7 +495,7 @@ func TestFailureDestinationOriginal(t *testing.T) {
 				}
 				return
 			}
-			if e := AsError(err); e == nil || e.Type != tc.wantType {
+			if e := asError(err); e == nil || e.Type != tc.wantType {
 				t.Fatalf("Original error = %v; want %s", err, tc.wantType)
 			}
 		})
@@ -532,13 +540,14 @@ func TestError(t *testing.T) {
 		if !errors.Is(wrapped, ErrInvalidRequest) || errors.Is(wrapped, ErrInvalidEnvelope) {
 			t.Errorf("errors.Is by type broken for %v", wrapped)
 		}
-		if !IsFinal(wrapped) || AsError(wrapped) == nil {
+		var e *Error
+		if !IsFinal(wrapped) || !errors.As(wrapped, &e) {
 			t.Errorf("IsFinal(%v) = false", wrapped)
 		}
-		if IsFinal(errors.New("redis: connection refused")) || IsFinal(nil) || AsError(nil) != nil {
+		if IsFinal(errors.New("redis: connection refused")) || IsFinal(nil) || errors.As(errors.New("x"), &e) {
 			t.Error("foreign errors must not be FINAL event errors")
 		}
-		same := *AsError(err)
+		same := *asError(err)
 		if !errors.Is(err, &same) {
 			t.Error("an identical *Error should match")
 		}

@@ -3,335 +3,177 @@ package event
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/idemgate/idemgate/idempotency/jcs"
 )
 
-// maxDepth bounds JSON nesting; real events are a few levels deep, and
-// encoding/json itself gives up at 10000 with a less helpful message.
+// maxDepth bounds JSON nesting; real events are a few levels deep. jsontext
+// alone would allow 10000, so the bound is checked here.
 const maxDepth = 512
 
 // checkStrictJSON accepts exactly one JSON value (RFC 8259) in valid UTF-8
-// with no object that repeats a key. Repeated keys are refused because
-// parsers disagree on which copy wins (encoding/json keeps the last, others
-// the first), so the event this package validates could differ from the one
-// another component fingerprints or replays; RFC 8785 (JCS) also assumes
-// I-JSON, which forbids them. Keys are compared decoded, as encoding/json
-// decodes them ("a" and "\u0061" are the same key).
+// with no object that repeats a key, nested at most maxDepth deep. Repeated
+// keys are refused because parsers disagree on which copy wins (encoding/json
+// keeps the last, others the first), so the event this package validates
+// could differ from the one another component fingerprints or replays;
+// RFC 8785 (JCS) also assumes I-JSON, which forbids them. Keys are compared
+// decoded ("a" and "\u0061" are the same key).
 //
-// It is a single hand-written pass that allocates nothing for ordinary
-// events: it runs on every delivery, duplicates included, and the token
-// decoder it replaced was a quarter of a duplicate answer's CPU.
-func checkStrictJSON(b []byte) *Error { return strictJSON(b, nil) }
+// jsontext's defaults are exactly these rules, with one addition this
+// package takes on purpose: a \u escape of an unpaired UTF-16 surrogate
+// ("\ud800") is refused here as malformed_event. encoding/json would read it
+// as U+FFFD, and the key derivation (package jcs) refuses it anyway, so
+// accepting it only moved the same FINAL rejection later, to an
+// invalid_request per task, while a surrogate outside the task data slipped
+// through as U+FFFD.
+func checkStrictJSON(b []byte) error { return strictJSON(b, nil) }
 
 // strictJSON is checkStrictJSON handing the outermost members (of an
-// object) or elements (of an array) to collect as it goes, so that the
-// caller needs no second pass to split them.
-func strictJSON(b []byte, collect func(key []byte, raw json.RawMessage)) *Error {
-	if len(bytes.TrimSpace(b)) == 0 {
+// object) or elements (of an array, key "") to collect as it goes, so that
+// the caller needs no second pass to split them. The raw values are slices
+// of b.
+func strictJSON(b []byte, collect func(key string, raw json.RawMessage)) error {
+	switch {
+	case len(bytes.TrimSpace(b)) == 0:
 		return newError(TypeMalformedEvent, "", "empty body")
-	}
-	if !utf8.Valid(b) {
+	case !utf8.Valid(b):
 		return newError(TypeMalformedEvent, "", "body is not valid UTF-8")
+	case jcs.NestedDeeper(b, maxDepth): // before jsontext, which would stop only at 10000
+		return newError(TypeMalformedEvent, "", "JSON nested deeper than %d levels", maxDepth)
 	}
-	s := scanner{b: b, collect: collect}
-	s.space()
-	if err := s.value(0); err != nil {
+	switch err := read(b, collect); {
+	case err == errSecondValue:
+		return newError(TypeMalformedEvent, "", "more than one JSON value in the body")
+	case err != nil:
+		return syntaxError(b, err)
+	}
+	return nil
+}
+
+// errSecondValue: read found another value after the first.
+var errSecondValue = errors.New("more than one JSON value")
+
+// read reads b as exactly one JSON value with jsontext's rules, relaxed by
+// opts, handing the outermost members or elements to collect when set.
+func read(b []byte, collect func(key string, raw json.RawMessage), opts ...jsontext.Options) error {
+	d := decoders.Get().(*decoder)
+	defer d.release()
+	d.buf = *bytes.NewBuffer(b)
+	d.dec.Reset(&d.buf, opts...)
+	var err error
+	if k := jsonKind(b); collect != nil && (k == '{' || k == '[') {
+		err = d.split(b, collect)
+	} else {
+		_, err = d.dec.ReadValue()
+	}
+	if err != nil {
 		return err
 	}
-	s.space()
-	if s.i < len(b) {
-		if startsValue(b[s.i]) {
-			return newError(TypeMalformedEvent, "", "more than one JSON value in the body")
-		}
-		return s.fail("after the top-level value")
-	}
-	return nil
-}
-
-// scanner walks JSON text. With collect set, the members of the outermost
-// object (or the elements of the outermost array) are handed to it as raw
-// values, so that callers split an already checked text without decoding it
-// into Go values first.
-type scanner struct {
-	b       []byte
-	i       int
-	collect func(key []byte, raw json.RawMessage)
-}
-
-func startsValue(c byte) bool {
-	return c == '{' || c == '[' || c == '"' || c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n'
-}
-
-func (s *scanner) fail(where string) *Error {
-	if s.i >= len(s.b) {
-		return newError(TypeMalformedEvent, "", "not valid JSON: unexpected end of input")
-	}
-	return newError(TypeMalformedEvent, "", "not valid JSON: invalid character %q at offset %d %s", s.b[s.i], s.i, where)
-}
-
-func (s *scanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// value checks one value at s.i; depth counts the containers around it.
-func (s *scanner) value(depth int) *Error {
-	if s.i >= len(s.b) {
-		return s.fail("")
-	}
-	switch c := s.b[s.i]; {
-	case c == '{' || c == '[':
-		if depth >= maxDepth {
-			return newError(TypeMalformedEvent, "", "JSON nested deeper than %d levels", maxDepth)
-		}
-		if c == '{' {
-			return s.object(depth + 1)
-		}
-		return s.array(depth + 1)
-	case c == '"':
-		_, err := s.str()
+	switch _, err := d.dec.ReadToken(); {
+	case err == nil:
+		return errSecondValue
+	case err != io.EOF:
 		return err
-	case c == '-' || (c >= '0' && c <= '9'):
-		return s.number()
-	case c == 't':
-		return s.literal("true")
-	case c == 'f':
-		return s.literal("false")
-	case c == 'n':
-		return s.literal("null")
-	default:
-		return s.fail("looking for the beginning of a value")
-	}
-}
-
-func (s *scanner) literal(word string) *Error {
-	if !bytes.HasPrefix(s.b[s.i:], []byte(word)) {
-		return s.fail("in a literal (true, false or null)")
-	}
-	s.i += len(word)
-	return nil
-}
-
-// number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (s *scanner) number() *Error {
-	if s.b[s.i] == '-' {
-		s.i++
-	}
-	switch {
-	case s.i < len(s.b) && s.b[s.i] == '0':
-		s.i++
-	case s.digits() == 0:
-		return s.fail("in a number")
-	}
-	if s.i < len(s.b) && s.b[s.i] == '.' {
-		s.i++
-		if s.digits() == 0 {
-			return s.fail("after the decimal point of a number")
-		}
-	}
-	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
-		s.i++
-		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
-			s.i++
-		}
-		if s.digits() == 0 {
-			return s.fail("in the exponent of a number")
-		}
 	}
 	return nil
 }
 
-func (s *scanner) digits() int {
-	n := 0
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		s.i++
-		n++
-	}
-	return n
+// decoder is a jsontext.Decoder reading a body in place, pooled because
+// the strict pass runs on every delivery, duplicates included.
+type decoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
 }
 
-// str checks a string at s.i (the opening quote) and reports whether it
-// holds an escape. The text is already known to be valid UTF-8.
-func (s *scanner) str() (escaped bool, err *Error) {
-	s.i++
-	for s.i < len(s.b) {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			s.i++
-			return escaped, nil
-		case c == '\\':
-			escaped = true
-			s.i++
-			if s.i >= len(s.b) {
-				return escaped, s.fail("")
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
+
+// release drops the body before the decoder goes back to the pool.
+func (d *decoder) release() {
+	d.buf = bytes.Buffer{}
+	d.dec.Reset(&d.buf)
+	decoders.Put(d)
+}
+
+// split reads the outermost object or array of b member by member.
+func (d *decoder) split(b []byte, collect func(key string, raw json.RawMessage)) error {
+	open, err := d.dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	closing := jsontext.Kind('}')
+	if open.Kind() == '[' {
+		closing = ']'
+	}
+	for d.dec.PeekKind() != closing { // 0 on an error, which the next read returns
+		var key string
+		if open.Kind() == '{' {
+			name, err := d.dec.ReadToken()
+			if err != nil {
+				return err
 			}
-			switch s.b[s.i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i++
-			case 'u':
-				s.i++
-				for k := 0; k < 4; k++ {
-					if s.i >= len(s.b) || !isHex(s.b[s.i]) {
-						return escaped, s.fail(`in a \u escape`)
-					}
-					s.i++
-				}
-			default:
-				return escaped, s.fail("in a string escape")
-			}
-		case c < 0x20:
-			return escaped, s.fail("in a string (control characters must be escaped)")
-		default:
-			s.i++
+			key = name.String()
 		}
-	}
-	return escaped, s.fail("")
-}
-
-func isHex(c byte) bool {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-}
-
-func (s *scanner) array(depth int) *Error {
-	s.i++ // '['
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		s.space()
-		if err := s.member(depth, nil); err != nil {
-			return err
-		}
-		if more, err := s.more(']', "after an array element"); !more {
-			return err
-		}
-	}
-}
-
-// member checks one value and hands it to collect at the outermost level.
-func (s *scanner) member(depth int, key []byte) *Error {
-	start := s.i
-	if err := s.value(depth); err != nil {
-		return err
-	}
-	if depth == 1 && s.collect != nil {
-		s.collect(key, s.b[start:s.i])
-	}
-	return nil
-}
-
-// more reads the ',' or the closing bracket after a member and reports
-// whether another member follows.
-func (s *scanner) more(closing byte, where string) (bool, *Error) {
-	s.space()
-	switch {
-	case s.i >= len(s.b):
-		return false, s.fail("")
-	case s.b[s.i] == ',':
-		s.i++
-		return true, nil
-	case s.b[s.i] == closing:
-		s.i++
-		return false, nil
-	}
-	return false, s.fail(where)
-}
-
-// smallObject is how many keys an object holds before duplicate detection
-// switches from comparing against each earlier key to a set.
-const smallObject = 16
-
-func (s *scanner) object(depth int) *Error {
-	s.i++ // '{'
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return nil
-	}
-	var (
-		small [smallObject][]byte
-		n     int
-		set   map[string]struct{}
-	)
-	for {
-		s.space()
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return s.fail("looking for an object key")
-		}
-		start := s.i
-		escaped, err := s.str()
+		v, err := d.dec.ReadValue()
 		if err != nil {
 			return err
 		}
-		key := s.b[start+1 : s.i-1]
-		if escaped {
-			key = decodeKey(s.b[start:s.i])
-		}
-		switch {
-		case set != nil:
-			if _, dup := set[string(key)]; dup {
-				return newError(TypeMalformedEvent, string(key), "object repeats the key %q", key)
-			}
-			set[string(key)] = struct{}{}
-		default:
-			for _, k := range small[:n] {
-				if bytes.Equal(k, key) {
-					return newError(TypeMalformedEvent, string(key), "object repeats the key %q", key)
-				}
-			}
-			if n < smallObject {
-				small[n], n = key, n+1
-				break
-			}
-			set = make(map[string]struct{}, 2*smallObject)
-			for _, k := range small {
-				set[string(k)] = struct{}{}
-			}
-			set[string(key)] = struct{}{}
-		}
-		s.space()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return s.fail("after an object key")
-		}
-		s.i++
-		s.space()
-		if err := s.member(depth, key); err != nil {
-			return err
-		}
-		if more, err := s.more('}', "after an object member"); !more {
-			return err
-		}
+		end := d.dec.InputOffset()
+		collect(key, b[end-int64(len(v)):end])
 	}
+	_, err = d.dec.ReadToken()
+	return err
 }
 
-// decodeKey decodes a key holding escapes exactly as encoding/json does
-// (including its replacement of unpaired surrogates), so that duplicates are
-// judged on the names Go code will see.
-func decodeKey(quoted []byte) []byte {
-	var k string
-	_ = json.Unmarshal(quoted, &k) // the scanner has checked the literal
-	return []byte(k)
+// syntaxError words a jsontext error as a malformed_event; a repeated key is
+// named in Field.
+func syntaxError(b []byte, err error) error {
+	var serr *jsontext.SyntacticError
+	if !errors.As(err, &serr) {
+		return newError(TypeMalformedEvent, "", "not valid JSON: %v", err)
+	}
+	if errors.Is(err, jsontext.ErrDuplicateName) {
+		key := serr.JSONPointer.LastToken()
+		return newError(TypeMalformedEvent, key, "object repeats the key %q", key)
+	}
+	if at := serr.ByteOffset; at >= 0 && at < int64(len(b)) {
+		if r, ok := escapedUnit(b[at:]); ok && utf16.IsSurrogate(r) {
+			return newError(TypeMalformedEvent, "", "not valid JSON: the escape %s at offset %d is a UTF-16 surrogate without a valid pair (it names no character)", b[at:at+6], at)
+		}
+	}
+	return newError(TypeMalformedEvent, "", "not valid JSON: %s", strings.TrimPrefix(err.Error(), "jsontext: "))
 }
+
+// escapedUnit decodes the \uXXXX escape s begins with.
+func escapedUnit(s []byte) (rune, bool) {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(string(s[2:6]), 16, 16)
+	return rune(u), err == nil
+}
+
+// trusted skips the repeated-key and UTF-8 checks on text already checked.
+var trusted = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
 // members splits a JSON object into its members, as json.Unmarshal into a
 // map[string]json.RawMessage would, for text checkStrictJSON accepted (so
-// no key repeats); ok is false when raw is not such an object.
+// no key repeats); ok is false when raw is not such an object. The text is
+// read without checking again what the strict pass checked (trusted).
 func members(raw []byte) (m map[string]json.RawMessage, ok bool) {
 	if jsonKind(raw) != '{' {
 		return nil, false
 	}
 	m = make(map[string]json.RawMessage, 16)
-	s := scanner{b: raw, collect: func(key []byte, v json.RawMessage) { m[string(key)] = v }}
-	s.space()
-	if s.value(0) != nil {
+	if read(raw, func(key string, v json.RawMessage) { m[key] = v }, trusted...) != nil {
 		return nil, false
 	}
 	return m, true

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -38,12 +39,14 @@ func TestCheckStrictJSON(t *testing.T) {
 		{"surrounding white space", " \t\r\n{}\n", true, ""},
 		{"numbers", `[0,-0,1.5,-2e10,3E+2,4e-3,123456789012345678901234567890]`, true, ""},
 		{"escapes", `["\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00"]`, true, ""},
-		{"lone surrogate escape (as encoding/json)", `["\ud800"]`, true, ""},
 		{"same name in sibling objects", `[{"a":1},{"a":2}]`, true, ""},
 		{"same name at two depths", `{"a":{"a":1}}`, true, ""},
 		{"sixteen keys", many(16, -1), true, ""},
 		{"forty keys", many(40, -1), true, ""},
 		{"deepest allowed", strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth), true, ""},
+		{"deepest allowed, objects and arrays", strings.Repeat(`{"a":[`, maxDepth/2) + strings.Repeat("]}", maxDepth/2), true, ""},
+		{"many brackets, shallow", "[" + strings.Repeat("[],{},", maxDepth) + "0]", true, ""},
+		{"brackets inside strings do not nest", `["` + strings.Repeat(`[{\"`, maxDepth) + `"]`, true, ""},
 
 		{"empty", ``, false, ""},
 		{"white space only", " \n", false, ""},
@@ -52,6 +55,13 @@ func TestCheckStrictJSON(t *testing.T) {
 		{"duplicate after sixteen keys", many(20, 18), false, "k"},
 		{"duplicate within sixteen keys", many(10, 9), false, "k"},
 		{"too deep", strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1), false, ""},
+		{"too deep, objects", strings.Repeat(`{"a":`, maxDepth+1) + "1" + strings.Repeat("}", maxDepth+1), false, ""},
+		{"too deep and cut off", strings.Repeat("[", 100000), false, ""},
+		// Refused on purpose, unlike encoding/json (see checkStrictJSON).
+		{"lone high surrogate escape", `["\ud800"]`, false, ""},
+		{"lone low surrogate escape", `{"k":"\udc00"}`, false, ""},
+		{"reversed surrogate pair", `["\ude00\ud83d"]`, false, ""},
+		{"lone surrogate escape in a key", `{"\ud800":1}`, false, ""},
 		{"two values", `{} {}`, false, ""},
 		{"trailing garbage", `{}x`, false, ""},
 		{"trailing comma in object", `{"a":1,}`, false, ""},
@@ -76,20 +86,31 @@ func TestCheckStrictJSON(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("checkStrictJSON: %v, want ok=%v", err, tc.ok)
 			}
-			if err != nil && (err.Type != TypeMalformedEvent || err.Msg == "") {
+			if err == nil {
+				return
+			}
+			e := asError(err)
+			if e == nil || e.Type != TypeMalformedEvent || e.Msg == "" {
 				t.Fatalf("error %#v", err)
 			}
-			if tc.dupName != "" && (err == nil || !strings.HasPrefix(err.Field, tc.dupName) || !strings.Contains(err.Msg, "repeats")) {
-				t.Fatalf("want a repeated-key error naming %q, got %#v", tc.dupName, err)
+			if tc.dupName != "" && (!strings.HasPrefix(e.Field, tc.dupName) || !strings.Contains(e.Msg, "repeats")) {
+				t.Fatalf("want a repeated-key error naming %q, got %#v", tc.dupName, e)
+			}
+			if strings.Contains(tc.name, "surrogate") && !strings.Contains(e.Msg, "surrogate") {
+				t.Fatalf("a surrogate error should say so: %q", e.Msg)
+			}
+			if strings.HasPrefix(tc.name, "too deep") && !strings.Contains(e.Msg, "nested deeper than 512") {
+				t.Fatalf("a depth error should say so: %q", e.Msg)
 			}
 		})
 	}
 }
 
 // referenceStrict is the definition checkStrictJSON implements, written with
-// encoding/json's token decoder (the package's earlier implementation).
+// encoding/json's token decoder (the package's earlier implementation), plus
+// the refusal of lone surrogate escapes checkStrictJSON adds on purpose.
 func referenceStrict(b []byte) bool {
-	if len(bytes.TrimSpace(b)) == 0 || !utf8.Valid(b) || !json.Valid(b) {
+	if len(bytes.TrimSpace(b)) == 0 || !utf8.Valid(b) || !json.Valid(b) || loneSurrogate(b) {
 		return false
 	}
 	type frame struct {
@@ -140,6 +161,36 @@ func referenceStrict(b []byte) bool {
 	}
 }
 
+// loneSurrogate reports whether valid JSON text b holds a \u escape of a
+// UTF-16 surrogate that is not a high one directly followed by a low one.
+// In valid JSON every backslash starts an escape inside a string.
+func loneSurrogate(b []byte) bool {
+	unit := func(i int) rune {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return -1
+		}
+		u, _ := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return rune(u)
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		switch r := unit(i); {
+		case r >= 0xD800 && r < 0xDC00:
+			if lo := unit(i + 6); lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		default:
+			i++ // the escaped character, or the u of a \u escape
+		}
+	}
+	return false
+}
+
 // FuzzStrictJSON: checkStrictJSON accepts exactly what the reference
 // accepts, and members and the strict pass's own split (Parse's) divide
 // accepted text as json.Unmarshal does.
@@ -162,13 +213,13 @@ func FuzzStrictJSON(f *testing.F) {
 				t.Fatalf("members %q\nunmarshal %q (%v)", m, ref, err)
 			}
 			split := map[string]json.RawMessage{}
-			if err := strictJSON(b, func(k []byte, raw json.RawMessage) { split[string(k)] = raw }); err != nil || !reflect.DeepEqual(split, ref) {
+			if err := strictJSON(b, func(k string, raw json.RawMessage) { split[k] = raw }); err != nil || !reflect.DeepEqual(split, ref) {
 				t.Fatalf("strict split %q\nunmarshal %q (%v)", split, ref, err)
 			}
 		}
 		if jsonKind(b) == '[' {
 			var els []json.RawMessage
-			if err := strictJSON(b, func(_ []byte, raw json.RawMessage) { els = append(els, raw) }); err != nil {
+			if err := strictJSON(b, func(_ string, raw json.RawMessage) { els = append(els, raw) }); err != nil {
 				t.Fatal(err)
 			}
 			var ref []json.RawMessage

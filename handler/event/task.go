@@ -61,7 +61,7 @@ type Notify struct {
 //
 // Anything else (absent, null, an array, a number, text/plain content, binary
 // that is not JSON) is invalid_request on field "data".
-func taskFromEnvelope(env *envelope) (*Task, *Error) {
+func taskFromEnvelope(env *envelope) (*Task, error) {
 	data, err := dataObject(env)
 	if err != nil {
 		return nil, err
@@ -123,7 +123,7 @@ func taskFromEnvelope(env *envelope) (*Task, *Error) {
 	return t, nil
 }
 
-func dataObject(env *envelope) (json.RawMessage, *Error) {
+func dataObject(env *envelope) (json.RawMessage, error) {
 	jsonCT := isJSONMediaType(env.DataContentType)
 	switch {
 	case present(env.attrs, "data_base64"):
@@ -163,9 +163,9 @@ func dataObject(env *envelope) (json.RawMessage, *Error) {
 
 // embeddedObject accepts JSON carried inside a string or base64 only when it
 // is itself strict JSON and an object.
-func embeddedObject(b []byte, field string) (json.RawMessage, *Error) {
+func embeddedObject(b []byte, field string) (json.RawMessage, error) {
 	if err := checkStrictJSON(b); err != nil {
-		return nil, newError(TypeInvalidRequest, field, "does not hold a JSON object: %s", err.Msg)
+		return nil, newError(TypeInvalidRequest, field, "does not hold a JSON object: %s", asError(err).Msg)
 	}
 	if jsonKind(b) != '{' {
 		return nil, newError(TypeInvalidRequest, field, "does not hold a JSON object")
@@ -177,7 +177,7 @@ func embeddedObject(b []byte, field string) (json.RawMessage, *Error) {
 // absent. Values are never trimmed or rewritten: " t1" and "t1" would derive
 // different keys and defeat double-submit detection, so surrounding white
 // space is refused instead.
-func identifier(fields map[string]json.RawMessage, name string, required bool) (string, *Error) {
+func identifier(fields map[string]json.RawMessage, name string, required bool) (string, error) {
 	if !present(fields, name) {
 		if required {
 			return "", newError(TypeInvalidRequest, name, "required field is missing")

@@ -19,7 +19,7 @@ type Timer struct {
 	Payload string
 }
 
-func parseTimer(obj map[string]json.RawMessage) (*Timer, *Error) {
+func parseTimer(obj map[string]json.RawMessage) (*Timer, error) {
 	var t Timer
 	var ts string
 	if !present(obj, "triggerTime") || json.Unmarshal(obj["triggerTime"], &ts) != nil {
