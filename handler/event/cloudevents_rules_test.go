@@ -116,18 +116,18 @@ func TestCloudEventsRules(t *testing.T) {
 					t.Fatalf("task = %+v", task)
 				}
 				// Without task data, only the data may be refused.
-				if _, err := Parse(ruleEvent(r.attrs, false)); AsError(err) == nil || AsError(err).Type != TypeInvalidRequest {
+				if _, err := Parse(ruleEvent(r.attrs, false)); asError(err) == nil || asError(err).Type != TypeInvalidRequest {
 					t.Fatalf("without task data: %v; want %s", err, TypeInvalidRequest)
 				}
 			case refuseTask:
-				if e := AsError(err); e == nil || e.Type != TypeInvalidRequest || !IsFinal(err) {
+				if e := asError(err); e == nil || e.Type != TypeInvalidRequest || !IsFinal(err) {
 					t.Fatalf("Parse error %v; want a FINAL %s, the envelope being valid", err, TypeInvalidRequest)
 				}
 			case refuseEnvelope:
 				// The envelope is judged first: with or without task data.
 				for _, withTask := range []bool{true, false} {
 					inv, err := Parse(ruleEvent(r.attrs, withTask))
-					e := AsError(err)
+					e := asError(err)
 					if e == nil || e.Type != TypeInvalidEnvelope || e.Field != r.field || !IsFinal(err) {
 						t.Fatalf("task data %v: Parse error %#v; want a FINAL %s naming %q", withTask, e, TypeInvalidEnvelope, r.field)
 					}
