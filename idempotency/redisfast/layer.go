@@ -27,6 +27,10 @@ const MaxTTL = 300 * time.Second
 // confirmed by the Store (set by a claim, cleared by a publish).
 // The claim script answers an explicit verdict string, never nil.
 var claimScript = redis.NewScript(`
+-- Redis before 5.0 refuses a write after TIME unless the script replicates
+-- its effects rather than itself (from 5.0 on, that is the default and the
+-- call is a no-op; it is skipped where it no longer exists).
+if redis.replicate_commands then redis.replicate_commands() end
 local owner, ph, lease, ttl, try = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local h = redis.call('HMGET', KEYS[1], 'st', 'ow', 'ph', 'lu', 'fe', 'at', 'rr', 'ec', 'em', 'tr', 'uc')
 local st = h[1]
@@ -47,8 +51,9 @@ end
 local lu = tonumber(h[4] or '0')
 if st == 'RUNNING' then
   -- The same request's later try (or an unknown try) may take over; a
-  -- concurrent copy of the same try waits like any other duplicate.
-  if h[2] == owner and (try < 0 or try > tonumber(h[10] or '-1')) then
+  -- concurrent copy of the same try waits like any other duplicate. An
+  -- empty owner is nobody's.
+  if owner ~= '' and h[2] == owner and (try < 0 or try > tonumber(h[10] or '-1')) then
     return {'REPEAT_SAME'}
   end
   if lu > now then
@@ -66,6 +71,7 @@ return {'STALE'}
 // with a higher fence, a terminal entry at the same fence, or a failed entry
 // against a RUNNING of the same fence, stays.
 var publishScript = redis.NewScript(`
+if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fence = tonumber(ARGV[2])
