@@ -57,7 +57,8 @@ type Derived struct {
 	PayloadHash string
 }
 
-// Derive computes K, input_version and payload_hash as §4.3 specifies.
+// Derive computes K, input_version and payload_hash as docs/design.md
+// ("Keys") specifies.
 func Derive(f Fields) (Derived, error) {
 	for _, fld := range []struct{ name, value string }{
 		{"tenant_id", f.TenantID},
@@ -92,9 +93,10 @@ func Derive(f Fields) (Derived, error) {
 		return Derived{}, fmt.Errorf("%w: input: %w", ErrInvalidField, err)
 	}
 
+	derived := "sha256:" + sum(canon)
 	d := Derived{InputVersion: f.InputVersion}
 	if d.InputVersion == "" {
-		d.InputVersion = "sha256:" + sum(canon)
+		d.InputVersion = derived
 	}
 	if f.IdempotencyKey != "" {
 		d.Key = hashStrings("tenant_id", f.TenantID, "idempotency_key", f.IdempotencyKey)
@@ -102,7 +104,16 @@ func Derive(f Fields) (Derived, error) {
 		d.Key = hashStrings("tenant_id", f.TenantID, "task_type", f.TaskType,
 			"input_version", d.InputVersion, "operation", f.Operation)
 	}
-	d.PayloadHash = hashStrings("task_type", f.TaskType, "operation", f.Operation, "input_version", d.InputVersion)
+	if d.InputVersion == derived {
+		d.PayloadHash = hashStrings("task_type", f.TaskType, "operation", f.Operation, "input_version", d.InputVersion)
+	} else {
+		// A given input_version says nothing of the input itself: its hash
+		// joins the payload hash, so that the same key and version with
+		// another input is refused as a mismatch (K does not change). Given
+		// as the derived one, it is the derived one.
+		d.PayloadHash = hashStrings("task_type", f.TaskType, "operation", f.Operation, "input_version", d.InputVersion,
+			"input_sha256", sum(canon))
+	}
 	return d, nil
 }
 
