@@ -138,9 +138,12 @@ func measure(ctx context.Context, o options) (*Report, error) {
 	if o.embedded {
 		rep.Mode = "embedded"
 	} else {
-		// /initialize pings the database: it must exist (it may stay empty).
-		if err := proc.EnsureDatabase(ctx, o.mysqlDSN); err != nil {
-			return nil, err
+		// /initialize checks the database exists and is migrated: the
+		// binary's own migrate creates and migrates it.
+		migrate := exec.CommandContext(ctx, o.bin, "migrate", "--create-database")
+		migrate.Env = append(os.Environ(), "MYSQL_DSN="+o.mysqlDSN)
+		if out, err := migrate.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("migrate: %w: %s", err, proc.Tail(string(out), 5))
 		}
 		env = append(env, "MYSQL_DSN="+o.mysqlDSN, "REDIS_URL="+o.redisURL)
 	}
