@@ -22,8 +22,10 @@ type Inspection struct {
 	Objects map[string]string             `json:"objects"` // object key → ref, for those that exist
 }
 
-// Inspect reads K's record, its steps' records (the task type's, publish and
-// notify), its replay audit and which of its objects exist.
+// Inspect reads K's record (its finish state included), its steps'
+// records, its replay audit and which of its objects exist. Records
+// completed before the finish moved onto the record also show their publish
+// and notify step records.
 func (p *Pipeline) Inspect(ctx context.Context, key string, meta Meta) (Inspection, error) {
 	rec, err := p.Engine.Get(ctx, key)
 	if errors.Is(err, idempotency.ErrNotFound) {

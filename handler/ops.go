@@ -17,15 +17,6 @@ import (
 	"github.com/idemgate/idemgate/ossresult"
 )
 
-// MaintStore is what the sweeper, replay and stats need from the durable
-// store (mysqlstore and boltstore implement it).
-type MaintStore interface {
-	Candidates(ctx context.Context, limit int, grace time.Duration) ([]idempotency.Record, error)
-	Reset(ctx context.Context, key string, rp idempotency.Replay) (idempotency.Record, error)
-	Replays(ctx context.Context, key string) ([]idempotency.Replay, error)
-	Stats(ctx context.Context, since time.Time) ([]idempotency.StatRow, error)
-}
-
 // SweepOptions bound one sweep.
 type SweepOptions struct {
 	Limit  int           // records per run (default 50)
@@ -33,11 +24,13 @@ type SweepOptions struct {
 	Grace  time.Duration // a failed or finished record is left to FC's own retry this long (0: none)
 }
 
-// SweepReport is the sweep's answer (the timer invocation's outcome).
+// SweepReport is the sweep's answer (the timer invocation's outcome). Every
+// record it took up has an entry in Results; a deferred one says why.
 type SweepReport struct {
 	Scanned  int       `json:"scanned"`
-	Redriven int       `json:"redriven"`
+	Redriven int       `json:"redriven"` // tasks run again from their stored input
 	Finished int       `json:"finished"` // SUCCEEDED records whose publish/notify were completed
+	Deferred int       `json:"deferred"` // set aside, not run: no input.json yet (left to FC's retry), or it could not be read
 	Skipped  int       `json:"skipped"`  // left for the next run (budget spent)
 	Results  []Outcome `json:"results"`
 }
@@ -48,10 +41,11 @@ func newOwner(prefix string) string {
 	return prefix + ":" + hex.EncodeToString(b)
 }
 
-// Sweep re-drives stuck tasks from their stored input, each through a
-// normal fenced claim: RUNNING past its lease (the worker died), waiting in
-// FAILED_RETRYABLE or RECEIVED, and SUCCEEDED without its approved object.
-// Two sweepers at once are safe: the claims arbitrate.
+// Sweep takes up stuck work, each through a normal fenced claim: tasks
+// RUNNING past their lease (the worker died), waiting in FAILED_RETRYABLE or
+// RECEIVED are re-driven from their stored input; SUCCEEDED records whose
+// finish (publish, notify) was left pending are finished. Two sweepers at
+// once are safe: the claims arbitrate.
 func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepReport, error) {
 	if p.Maint == nil {
 		return SweepReport{}, idempotency.Final("unsupported", errors.New("the store has no maintenance operations"))
@@ -75,41 +69,31 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 			break
 		}
 		var out Outcome
-		if rec.Status == idempotency.StatusSucceeded {
+		switch {
+		case rec.Status == idempotency.StatusSucceeded:
 			out = p.refinish(ctx, rec, meta, owner)
 			rep.Finished++
-		} else {
-			out = p.redrive(ctx, rec, meta, fmt.Sprintf("%s#%d", owner, i))
-			rep.Redriven++
+		default:
+			var deferred bool
+			out, deferred = p.redrive(ctx, rec, meta, fmt.Sprintf("%s#%d", owner, i))
+			if deferred {
+				rep.Deferred++
+			} else {
+				rep.Redriven++
+			}
 		}
 		rep.Results = append(rep.Results, out)
 	}
 	p.Log.InfoContext(ctx, "sweep done", "scanned", rep.Scanned, "redriven", rep.Redriven, "finished", rep.Finished,
-		"skipped", rep.Skipped)
+		"deferred", rep.Deferred, "skipped", rep.Skipped)
 	return rep, nil
 }
 
 // storedTask rebuilds the task of rec from its input.json.
 func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec idempotency.Record) (*event.Task, error) {
-	key, err := ossresult.InputKey(rec.Key)
+	doc, err := readInput(ctx, rs, rec.Key)
 	if err != nil {
-		return nil, idempotency.Final("invalid_request", err)
-	}
-	body, _, err := rs.Get(ctx, key)
-	if err != nil {
-		return nil, classifyResultErr("read input", err)
-	}
-	var doc struct {
-		TenantID       string          `json:"tenant_id"`
-		TaskType       string          `json:"task_type"`
-		Operation      string          `json:"operation"`
-		InputVersion   string          `json:"input_version"`
-		Input          json.RawMessage `json:"input"`
-		IdempotencyKey string          `json:"idempotency_key"`
-		Notify         *event.Notify   `json:"notify"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, idempotency.Final("bad_input", fmt.Errorf("input.json of %s: %w", rec.Key, err))
+		return nil, err
 	}
 	data, _ := json.Marshal(map[string]any{"tenant_id": doc.TenantID, "task_type": doc.TaskType, "operation": doc.Operation,
 		"input": doc.Input, "input_version": doc.InputVersion, "request_id": rec.OriginRequestID})
@@ -121,48 +105,63 @@ func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec idempoten
 	if err != nil || d.Key != rec.Key {
 		return nil, idempotency.Final("bad_input", fmt.Errorf("input.json of %s derives another key", rec.Key))
 	}
+	if _, ok := p.Tasks.Get(t.TaskType); !ok {
+		return nil, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType))
+	}
 	return t, nil
 }
 
-// inputHorizon is how long a failed record without input.json is left for
-// FC's own retries (which carry the event) before the sweeper gives up on it.
-const inputHorizon = time.Hour
+// Horizons of the sweeper. inputHorizon is how long a record without
+// input.json is left to FC's own retries, which carry the event, before the
+// sweeper gives up on it: it must exceed the span of FC's async retries of
+// one request (a hung instance's retry comes after the function timeout).
+// readBackoff sets aside a record whose input could not be read.
+const (
+	inputHorizon = time.Hour
+	readBackoff  = time.Minute
+)
 
-// redrive runs rec's task again from its stored input under owner.
+// redrive runs rec's task again from its stored input under owner, and
+// reports whether it set the record aside instead.
 //
-// A record that cannot be re-driven — no input.json (the worker died before
-// saving it), or an input that no longer parses or names an unknown task
-// type — is taken over and recorded FAILED_FINAL, so that it leaves the
-// sweeper's queue and its delivery ends in the dead-letter queue, from which
-// it is replayed. A failed record without input is first left to FC's retries
-// for inputHorizon.
-func (p *Pipeline) redrive(ctx context.Context, rec idempotency.Record, meta Meta, owner string) Outcome {
+// A record without input.json (its worker died, or the object store failed,
+// before saving it) is left to FC's retries until inputHorizon has passed
+// since its last change, and set aside (Defer) so that it does not hold the
+// head of the sweeper's queue; then, and for an input that no longer parses
+// or names an unknown task type, the record is taken over and recorded
+// FAILED_FINAL, so that its delivery ends in the dead-letter queue, from
+// which it is replayed.
+func (p *Pipeline) redrive(ctx context.Context, rec idempotency.Record, meta Meta, owner string) (Outcome, bool) {
 	ctx = logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
 	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
 	rs, err := p.Results(ctx, meta.Credentials)
 	if err != nil {
-		return failure(o, classifyResultErr("result store", err))
+		return failure(o, classifyResultErr("result store", err)), false
 	}
 	t, err := p.storedTask(ctx, rs, rec)
-	if err == nil {
-		if _, ok := p.Tasks.Get(t.TaskType); !ok {
-			err = idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType))
-		}
-	}
 	switch class, _ := idempotency.Classify(err); {
 	case err == nil:
-		return p.runTask(ctx, t, meta, owner)
+		return p.runTask(ctx, t, meta, owner), false
+	case errors.Is(err, ossresult.ErrNotFound) && time.Since(rec.UpdatedAt) < inputHorizon:
+		return p.setAside(ctx, o, rec, inputHorizon-time.Since(rec.UpdatedAt), idempotency.Retryable("input_missing",
+			fmt.Errorf("no input.json yet: left to FC's retry until %s", rec.UpdatedAt.Add(inputHorizon).Format(time.RFC3339)))), true
 	case errors.Is(err, ossresult.ErrNotFound):
-		if rec.Status != idempotency.StatusRunning && time.Since(rec.UpdatedAt) < inputHorizon {
-			return failure(o, idempotency.Retryable("input_missing", errors.New("no input.json yet: left to FC's retry")))
-		}
 		return p.abandon(ctx, rs, rec, owner, idempotency.Final("input_missing",
-			errors.New("no input.json (the worker died before saving it): replay from the dead-letter queue")))
+			errors.New("no input.json (the worker died before saving it): replay from the dead-letter queue"))), false
 	case class == idempotency.ClassFinal:
-		return p.abandon(ctx, rs, rec, owner, err)
+		return p.abandon(ctx, rs, rec, owner, err), false
 	default:
-		return failure(o, err)
+		return p.setAside(ctx, o, rec, readBackoff, err), true
 	}
+}
+
+// setAside defers rec for d and answers why.
+func (p *Pipeline) setAside(ctx context.Context, o Outcome, rec idempotency.Record, d time.Duration, why error) Outcome {
+	if err := p.Maint.Defer(ctx, rec, d); err != nil {
+		p.Log.WarnContext(ctx, "sweeper could not set a record aside", "error", err.Error())
+	}
+	p.Log.InfoContext(ctx, "sweeper set a record aside", "status", rec.Status, "reason", why.Error())
+	return failure(o, why)
 }
 
 // abandon takes rec over and records cause FAILED_FINAL.
@@ -193,7 +192,8 @@ func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec idempotency.
 	return failure(o, cause)
 }
 
-// refinish completes publish and notify of a SUCCEEDED record.
+// refinish takes up the pending finish (publish, notify) of a SUCCEEDED
+// record whose holder's lease ran out; the stored input decides notify.
 func (p *Pipeline) refinish(ctx context.Context, rec idempotency.Record, meta Meta, owner string) Outcome {
 	ctx = logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
 	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Duplicate: true, Decision: string(idempotency.DecisionRepeatDone),
@@ -202,20 +202,20 @@ func (p *Pipeline) refinish(ctx context.Context, rec idempotency.Record, meta Me
 	if err != nil {
 		return failure(o, classifyResultErr("result store", err))
 	}
-	t, err := p.storedTask(ctx, rs, rec)
-	if err != nil {
+	res, f, err := p.Engine.ClaimFinish(ctx, rec.Key, owner, -1)
+	switch {
+	case err != nil:
 		return failure(o, err)
+	case f == nil && res.Decision == idempotency.DecisionRepeatOther:
+		return failure(o, idempotency.Retryable("finish_in_progress", fmt.Errorf("finish of %s: %w", rec.Key, idempotency.ErrInProgress)))
+	case f == nil:
+		return o // finished meanwhile
 	}
-	tt, ok := p.Tasks.Get(t.TaskType)
-	if !ok {
-		return failure(o, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType)))
-	}
-	step, err := p.Engine.Get(ctx, keys.OpKey(rec.Key, tt.Steps[len(tt.Steps)-1].Name))
+	in, err := readInput(ctx, rs, rec.Key)
 	if err != nil {
-		return failure(o, err)
+		return failure(o, p.finishFailed(ctx, f, err))
 	}
-	if err := p.finish(ctx, p.Engine.Attach(rec, owner, meta.RetryCount), rs, t, o, step.ResultRef,
-		ossresult.Meta{IdempotencyKey: rec.Key, RequestID: rec.OriginRequestID}); err != nil {
+	if err := p.finish(ctx, f, rs, o, in.Notify, ossresult.Meta{IdempotencyKey: rec.Key, RequestID: rec.OriginRequestID}); err != nil {
 		return failure(o, err)
 	}
 	return o
@@ -235,32 +235,75 @@ func (r ReplayRequest) check() error {
 }
 
 // ReplayKey re-drives K with its original key from its stored input. A
-// failed or abandoned record is reset (audited) and claimed again; a
-// SUCCEEDED one answers its result and only completes a missing publish or
-// notify: a replay never yields a second effective result.
+// failed or abandoned record is reset (audited: a new fence, RECEIVED) and
+// claimed again; a SUCCEEDED one keeps its result and only a failed finish
+// is taken up again: a replay never yields a second effective result. An
+// unknown key, or one without a stored input, changes nothing: its dead
+// letter carries the event (replay --dlq).
 func (p *Pipeline) ReplayKey(ctx context.Context, key string, r ReplayRequest, meta Meta) (Outcome, error) {
 	if err := r.check(); err != nil {
 		return Outcome{}, err
 	}
-	prior, err := p.Maint.Reset(ctx, key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "key"})
+	rec, err := p.Engine.Get(ctx, key)
+	if errors.Is(err, idempotency.ErrNotFound) {
+		return Outcome{}, fmt.Errorf("replay %s: %w (replay its dead letter with --dlq instead)", key, ErrUnknownKey)
+	}
 	if err != nil {
 		return Outcome{}, fmt.Errorf("replay %s: %w", key, err)
 	}
-	p.Engine.Forget(ctx, key)
-	owner := newOwner("replay")
-	switch prior.Status {
-	case "":
-		return Outcome{}, fmt.Errorf("replay %s: %w (replay its dead letter with --dlq instead)", key, ErrUnknownKey)
-	case idempotency.StatusSucceeded:
-		return p.refinish(ctx, prior, meta, owner), nil
+	rs, err := p.Results(ctx, meta.Credentials)
+	if err != nil {
+		return Outcome{}, classifyResultErr("result store", err)
 	}
-	return p.redrive(ctx, prior, meta, owner), nil
+	if _, err := p.storedTask(ctx, rs, rec); err != nil {
+		return Outcome{}, fmt.Errorf("replay %s: its stored input cannot be used (replay its dead letter with --dlq instead): %w", key, err)
+	}
+	prior, after, err := p.reset(ctx, key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "key"})
+	if err != nil {
+		return Outcome{}, err
+	}
+	owner := newOwner("replay")
+	if prior.Status == idempotency.StatusSucceeded {
+		return p.refinish(ctx, after, meta, owner), nil
+	}
+	o, _ := p.redrive(ctx, after, meta, owner)
+	return o, nil
+}
+
+// reset resets key for a replay. The fast layer gets the record it will
+// hold, at its new fence, before the store does: from then on no older
+// state can land there (a duplicate that read the record before the reset
+// publishes late), and it never answers a final state the store no longer
+// holds. The store then resets only the record the replay read.
+func (p *Pipeline) reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
+	rec, err := p.Engine.Get(ctx, key)
+	switch {
+	case errors.Is(err, idempotency.ErrNotFound): // nothing to fence; the audit row records the replay
+	case err != nil:
+		return prior, after, fmt.Errorf("replay %s: %w", key, err)
+	default:
+		next := rec
+		kind, err := idempotency.ApplyReset(&next, rp, time.Now())
+		if err != nil {
+			return rec, rec, fmt.Errorf("replay %s: %w", key, err)
+		}
+		if kind == idempotency.ResetRecord {
+			p.Engine.Republish(ctx, next)
+		}
+		rp.ExpectFence = rec.Fence
+	}
+	if prior, after, err = p.Maint.Reset(ctx, key, rp); err != nil {
+		return prior, after, fmt.Errorf("replay %s: %w", key, err)
+	}
+	return prior, after, nil
 }
 
 // ReplayDLQ re-drives a dead letter: an FC async failure-destination message
 // (its requestPayload is the original event) or an EventBridge dead-letter
 // event (the event itself, single or batch). Every task in it is replayed
-// under its original key.
+// under its original key, unless the key holds another payload (an explicit
+// idempotency_key reused): that record is not touched, and the member is
+// answered payload_mismatch naming both payload hashes.
 func (p *Pipeline) ReplayDLQ(ctx context.Context, body []byte, r ReplayRequest, meta Meta) ([]Outcome, error) {
 	if err := r.check(); err != nil {
 		return nil, err
@@ -283,23 +326,26 @@ func (p *Pipeline) ReplayDLQ(ctx context.Context, body []byte, r ReplayRequest, 
 	}
 	owner := newOwner("replay")
 	for i, t := range inv.Tasks {
-		d, derr := keys.Derive(keys.Fields{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
-			Input: t.Input, InputVersion: t.InputVersion, IdempotencyKey: t.IdempotencyKey})
-		if derr != nil {
-			outs = append(outs, failure(Outcome{RequestID: t.RequestID}, idempotency.Final("invalid_request", derr)))
-			continue
-		}
-		prior, err := p.Maint.Reset(ctx, d.Key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "dlq"})
-		if err != nil {
-			outs = append(outs, failure(Outcome{IdempotencyKey: d.Key, RequestID: t.RequestID}, err))
-			continue
-		}
-		p.Engine.Forget(ctx, d.Key)
-		if prior.Status == idempotency.StatusSucceeded { // the result stands; finish publish and notify
-			outs = append(outs, p.refinish(ctx, prior, meta, fmt.Sprintf("%s#%d", owner, i)))
-			continue
-		}
-		outs = append(outs, p.runTask(ctx, t, meta, fmt.Sprintf("%s#%d", owner, i)))
+		outs = append(outs, p.replayTask(ctx, t, r, meta, fmt.Sprintf("%s#%d", owner, i)))
 	}
 	return outs, nil
+}
+
+func (p *Pipeline) replayTask(ctx context.Context, t *event.Task, r ReplayRequest, meta Meta, owner string) Outcome {
+	d, err := keys.Derive(keys.Fields{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
+		Input: t.Input, InputVersion: t.InputVersion, IdempotencyKey: t.IdempotencyKey})
+	if err != nil {
+		return failure(Outcome{RequestID: t.RequestID}, idempotency.Final("invalid_request", err))
+	}
+	prior, after, err := p.reset(ctx, d.Key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "dlq",
+		PayloadHash: d.PayloadHash})
+	switch {
+	case errors.Is(err, idempotency.ErrPayloadMismatch):
+		return failure(Outcome{IdempotencyKey: d.Key, RequestID: t.RequestID}, idempotency.Final("payload_mismatch", err))
+	case err != nil:
+		return failure(Outcome{IdempotencyKey: d.Key, RequestID: t.RequestID}, err)
+	case prior.Status == idempotency.StatusSucceeded: // the result stands; take up a failed finish
+		return p.refinish(ctx, after, meta, owner)
+	}
+	return p.runTask(ctx, t, meta, owner)
 }

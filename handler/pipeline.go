@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,7 +29,7 @@ type Pipeline struct {
 	Model   Model
 	Notify  Notifier // nil: notify.url is refused as unsupported
 	Tasks   *Registry
-	Maint   MaintStore // nil: sweep and replay are unavailable
+	Maint   idempotency.Maintainer // nil: sweep and replay are unavailable
 	// Fault, when set, is called at named points of the pipeline; the drill
 	// tests kill the process there (IDEMGATE_FAULT). Nil in production.
 	Fault func(point string)
@@ -47,6 +46,11 @@ func (p *Pipeline) Handle(ctx context.Context, body []byte, meta Meta) (r Reply)
 			r = reply(failure(Outcome{RequestID: meta.RequestID}, idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))), true, "panic")
 		}
 	}()
+	if meta.RequestID == "" {
+		// The platform always sends one; without it, each invocation still
+		// needs an owner of its own, or two would take each other's lease.
+		meta.RequestID = newOwner("no-request-id")
+	}
 	inv, err := event.Parse(body)
 	if inv == nil {
 		o := failure(Outcome{RequestID: meta.RequestID}, err)
@@ -128,85 +132,44 @@ func (p *Pipeline) timer(ctx context.Context, inv *event.Invocation, meta Meta) 
 	return reply(rep, false, "")
 }
 
-// runTask is the pipeline of one task event.
-func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner string) Outcome {
-	start := time.Now()
-	if err := checkLimits(t); err != nil {
-		return failure(Outcome{}, err)
-	}
-	d, err := keys.Derive(keys.Fields{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
-		Input: t.Input, InputVersion: t.InputVersion, IdempotencyKey: t.IdempotencyKey})
-	if err != nil {
-		code := "invalid_request"
-		if errors.Is(err, jcs.ErrTooDeep) {
-			code = "input_too_deep"
-		}
-		return failure(Outcome{RequestID: t.RequestID}, idempotency.Final(code, err))
-	}
-	fp, err := keys.Fingerprint(t.Data)
-	if err != nil {
-		return failure(Outcome{RequestID: t.RequestID}, idempotency.Final("invalid_request", err))
-	}
-	reqID := t.RequestID
-	if reqID == "" {
-		reqID = fp // layer 3: the fingerprint stands in for a missing request id
-	}
-	ctx = logx.With(ctx, slog.String("request_id", reqID), slog.String("idempotency_key", d.Key),
-		slog.String("fingerprint", fp), slog.String("task_type", t.TaskType))
-	o := Outcome{IdempotencyKey: d.Key, RequestID: reqID}
-	tt, ok := p.Tasks.Get(t.TaskType)
-	if !ok {
-		return p.logged(ctx, start, failure(o, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType))))
-	}
-	if t.Notify != nil && p.Notify == nil {
-		return p.logged(ctx, start, failure(o, idempotency.Final("invalid_request", errors.New("notify is not configured"))))
-	}
-	rs, err := p.Results(ctx, meta.Credentials)
-	if err != nil {
-		return p.logged(ctx, start, failure(o, classifyResultErr("result store", err)))
-	}
-	inputKey, err := ossresult.InputKey(d.Key)
-	if err != nil {
-		return p.logged(ctx, start, failure(o, idempotency.Final("invalid_request", err)))
-	}
-	req := idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash, Owner: owner, Try: meta.RetryCount,
-		Meta: idempotency.Meta{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
-			InputVersion: d.InputVersion, OriginRequestID: reqID, EventSource: t.EventSource, EventID: t.EventID,
-			InputRef: rs.Ref(inputKey)}}
-	objMeta := ossresult.Meta{IdempotencyKey: d.Key, RequestID: reqID}
+// task is one task event on its way through the pipeline.
+type task struct {
+	*event.Task
+	d     keys.Derived
+	fp    string // the fingerprint of the event's data
+	reqID string // the upstream request id, or the fingerprint standing in for it
+	tt    TaskType
+	rs    ResultStore
+	meta  ossresult.Meta
+}
 
+// runTask is the pipeline of one task event: prepare, claim and run under
+// the engine (Do), then finish (publish, notify) what this delivery
+// completed, or what the same FC request completed before it died.
+func (p *Pipeline) runTask(ctx context.Context, ev *event.Task, meta Meta, owner string) Outcome {
+	start := time.Now()
+	t, o, err := p.prepare(ctx, ev, meta)
+	if t == nil {
+		if o.IdempotencyKey == "" {
+			return failure(o, err)
+		}
+		ctx = logx.With(ctx, slog.String("request_id", o.RequestID), slog.String("idempotency_key", o.IdempotencyKey))
+		return p.logged(ctx, start, failure(o, err))
+	}
+	ctx = logx.With(ctx, slog.String("request_id", t.reqID), slog.String("idempotency_key", t.d.Key),
+		slog.String("fingerprint", t.fp), slog.String("task_type", t.TaskType))
+	if err != nil {
+		return p.logged(ctx, start, failure(o, err))
+	}
 	var lease *idempotency.Lease
-	var outKey string
-	out, err := p.Engine.Do(ctx, req, func(ctx context.Context, l *idempotency.Lease) (string, error) {
+	var notify *event.Notify // as the stored input says
+	out, err := p.Engine.Do(ctx, p.claimRequest(t, meta, owner), func(ctx context.Context, l *idempotency.Lease) (string, error) {
 		lease = l
 		ctx = logx.With(ctx, slog.Int64("fence", l.Fence), slog.Int("attempt", l.Attempt))
-		p.Log.InfoContext(ctx, "claimed", "fc_retry_count", meta.RetryCount)
-		doc, err := inputDoc(t, d.InputVersion)
-		if err != nil {
-			return "", idempotency.Final("invalid_request", err)
-		}
-		// input.json is create-once; a double submit that differs only in
-		// notify finds the first one's input there, which then stands.
-		if _, err := rs.PutOnce(ctx, inputKey, doc, "application/json", objMeta); err != nil && !errors.Is(err, ossresult.ErrConflict) {
-			return "", classifyResultErr("save input", err)
-		}
-		if p.Fault != nil {
-			p.Fault("before_steps")
-		}
-		prior := map[string]string{}
-		for _, s := range tt.Steps {
-			in := &StepInput{Task: t, Key: d.Key, RequestID: reqID, Attempt: l.Attempt, Prior: prior, Model: p.Model, Results: rs}
-			v, err := l.Step(ctx, s.Name, func(ctx context.Context) (string, error) { return s.Run(ctx, in) })
-			if err != nil {
-				return "", err
-			}
-			prior[s.Name] = v
-			outKey = v
-		}
-		if p.Fault != nil {
-			p.Fault("after_output") // the result is saved, the record not yet completed
-		}
-		return rs.Ref(outKey), nil
+		p.Log.InfoContext(ctx, "claimed", "fc_retry_count", meta.RetryCount, "salvage", l.Salvage())
+		ref, n, err := p.execute(ctx, t, l)
+		notify = n
+		return ref, err
 	})
 	o.Status, o.Duplicate, o.Decision, o.Attempt, o.ResultRef = string(out.Status), out.Duplicate, string(out.Decision), out.Attempt, out.ResultRef
 	if o.Decision == "" && lease != nil {
@@ -215,92 +178,95 @@ func (p *Pipeline) runTask(ctx context.Context, t *event.Task, meta Meta, owner 
 	switch {
 	case lease == nil && errors.Is(err, idempotency.ErrInProgress): // another owner's live claim
 		o.Status, o.Duplicate = string(idempotency.StatusRunning), true
-		return p.logged(ctx, start, o)
 	case err != nil:
-		return p.logged(ctx, start, failure(o, err))
-	}
-	// Completion is recorded; publish and notify run once per key. Our own
-	// run does them now; a retry of the same FC request (its first try died
-	// after completing) finishes them.
-	switch {
-	case out.Status != idempotency.StatusSucceeded:
-	case lease != nil:
-		if err := p.finish(ctx, lease, rs, t, o, outKey, objMeta); err != nil {
-			return p.logged(ctx, start, failure(o, err))
-		}
-	case meta.RetryCount > 0:
-		if err := p.finishExisting(ctx, rs, d.Key, tt, t, o, owner, meta.RetryCount, objMeta); err != nil {
-			return p.logged(ctx, start, failure(o, err))
+		o = failure(o, err)
+	case out.Status == idempotency.StatusSucceeded:
+		if err := p.finishOwn(ctx, t, o, lease, notify, owner, meta.RetryCount); err != nil {
+			o = failure(o, err)
 		}
 	}
 	return p.logged(ctx, start, o)
 }
 
-// finishExisting runs publish and notify for a record that this owner
-// completed earlier (its try died between complete and publish).
-func (p *Pipeline) finishExisting(ctx context.Context, rs ResultStore, key string, tt TaskType, t *event.Task, o Outcome, owner string, try int, m ossresult.Meta) error {
-	rec, err := p.Engine.Get(ctx, key)
+// prepare checks the event and derives what the claim needs. It returns a
+// nil task when even the key could not be derived; the outcome carries the
+// key and request id as soon as they are known.
+func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*task, Outcome, error) {
+	o := Outcome{RequestID: ev.RequestID}
+	if err := checkLimits(ev); err != nil {
+		return nil, o, err
+	}
+	d, err := keys.Derive(keys.Fields{TenantID: ev.TenantID, TaskType: ev.TaskType, Operation: ev.Operation,
+		Input: ev.Input, InputVersion: ev.InputVersion, IdempotencyKey: ev.IdempotencyKey})
 	if err != nil {
-		return err
+		code := "invalid_request"
+		if errors.Is(err, jcs.ErrTooDeep) {
+			code = "input_too_deep"
+		}
+		return nil, o, idempotency.Final(code, err)
 	}
-	if rec.LeaseOwner != owner {
-		return nil // another delivery completed it and finishes it (or the sweeper will)
-	}
-	step, err := p.Engine.Get(ctx, keys.OpKey(key, tt.Steps[len(tt.Steps)-1].Name))
+	fp, err := keys.Fingerprint(ev.Data)
 	if err != nil {
-		return err
+		return nil, o, idempotency.Final("invalid_request", err)
 	}
-	return p.finish(ctx, p.Engine.Attach(rec, owner, try), rs, t, o, step.ResultRef, m)
+	t := &task{Task: ev, d: d, fp: fp, reqID: ev.RequestID}
+	if t.reqID == "" {
+		t.reqID = fp // layer 3: the fingerprint stands in for a missing request id
+	}
+	o.IdempotencyKey, o.RequestID = d.Key, t.reqID
+	t.meta = ossresult.Meta{IdempotencyKey: d.Key, RequestID: t.reqID}
+	tt, ok := p.Tasks.Get(ev.TaskType)
+	if !ok {
+		return t, o, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", ev.TaskType))
+	}
+	t.tt = tt
+	if ev.Notify != nil && p.Notify == nil {
+		return t, o, idempotency.Final("invalid_request", errors.New("notify is not configured"))
+	}
+	if t.rs, err = p.Results(ctx, meta.Credentials); err != nil {
+		return t, o, classifyResultErr("result store", err)
+	}
+	return t, o, nil
 }
 
-// inputDoc is input.json: what a re-drive needs to run the task again.
-func inputDoc(t *event.Task, inputVersion string) ([]byte, error) {
-	doc := map[string]any{"tenant_id": t.TenantID, "task_type": t.TaskType, "operation": t.Operation,
-		"input_version": inputVersion, "input": t.Input}
-	if t.IdempotencyKey != "" {
-		doc["idempotency_key"] = t.IdempotencyKey
-	}
-	if t.Notify != nil {
-		doc["notify"] = t.Notify
-	}
-	return jcs.Marshal(doc)
+func (p *Pipeline) claimRequest(t *task, meta Meta, owner string) idempotency.ClaimRequest {
+	inputKey, _ := ossresult.InputKey(t.d.Key) // K is 64 hex: always a valid object key
+	return idempotency.ClaimRequest{Key: t.d.Key, PayloadHash: t.d.PayloadHash, Owner: owner, Try: meta.RetryCount,
+		FinishAfter: true, AllowSalvage: true,
+		Meta: idempotency.Meta{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
+			InputVersion: t.d.InputVersion, OriginRequestID: t.reqID, EventSource: t.EventSource, EventID: t.EventID,
+			InputRef: t.rs.Ref(inputKey)}}
 }
 
-// finish publishes approved/result.md from the winning attempt's output and
-// posts the notification, each under its own per-operation record.
-func (p *Pipeline) finish(ctx context.Context, l *idempotency.Lease, rs ResultStore, t *event.Task, o Outcome, outKey string, m ossresult.Meta) error {
-	_, err := l.Step(ctx, stepPublish, func(ctx context.Context) (string, error) {
-		body, _, err := rs.Get(ctx, outKey)
-		if err != nil {
-			return "", classifyResultErr("read output", err)
-		}
-		var out Output
-		if err := json.Unmarshal(body, &out); err != nil {
-			return "", idempotency.Final("bad_output", fmt.Errorf("attempt output %s: %w", outKey, err))
-		}
-		key, err := ossresult.ApprovedKey(o.IdempotencyKey)
-		if err != nil {
-			return "", idempotency.Final("invalid_request", err)
-		}
-		if _, err := rs.PutOnce(ctx, key, []byte(out.Text), "text/markdown; charset=utf-8", m); err != nil {
-			return "", classifyResultErr("publish", err)
-		}
-		return key, nil
-	})
+// execute runs the task under l: its input is saved (the first stored one
+// stands, and it decides notify), then its steps, each once per key. A
+// salvage lease only looks for an output an earlier attempt saved.
+func (p *Pipeline) execute(ctx context.Context, t *task, l *idempotency.Lease) (string, *event.Notify, error) {
+	if l.Salvage() {
+		ref, err := p.salvage(ctx, t.rs, t.d.Key, l.Attempt)
+		return ref, nil, err
+	}
+	notify, err := p.saveInput(ctx, t)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	if t.Notify == nil {
-		return nil
+	if p.Fault != nil {
+		p.Fault("before_steps")
 	}
-	_, err = l.Step(ctx, stepNotify, func(ctx context.Context) (string, error) {
-		body, _ := json.Marshal(o)
-		if err := p.Notify.Post(ctx, t.Notify.URL, o.IdempotencyKey, o.RequestID, body); err != nil {
-			return "", err
+	prior := map[string]string{}
+	var outKey string
+	for _, s := range t.tt.Steps {
+		in := &StepInput{Task: t.Task, Key: t.d.Key, RequestID: t.reqID, Attempt: l.Attempt, Prior: prior, Model: p.Model, Results: t.rs}
+		v, err := l.Step(ctx, s.Name, func(ctx context.Context) (string, error) { return s.Run(ctx, in) })
+		if err != nil {
+			return "", notify, err
 		}
-		return "sent", nil
-	})
-	return err
+		prior[s.Name], outKey = v, v
+	}
+	if p.Fault != nil {
+		p.Fault("after_output") // the result is saved, the record not yet completed
+	}
+	return t.rs.Ref(outKey), notify, nil
 }
 
 func (p *Pipeline) logged(ctx context.Context, start time.Time, o Outcome) Outcome {

@@ -54,6 +54,11 @@ func StoredError(res ClaimResult) error {
 //
 // If fn fails, its error is classified ([Classify]) and recorded; the
 // returned error is a *Error whose Retryable tells whether to deliver again.
+// A result over [MaxResultRef] bytes is recorded as a FINAL result_too_large
+// failure. When the key's attempt budget is spent but a takeover is due (a
+// worker died), fn does not run and the key ends FAILED_FINAL
+// attempts_exhausted, unless req.AllowSalvage lets fn complete from saved
+// work (see [Lease.Salvage]).
 // If fn panics, the failure is recorded (code "panic") and the panic goes on.
 func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.Context, l *Lease) (string, error)) (Outcome, error) {
 	res, l, err := e.Claim(ctx, req)
@@ -82,9 +87,18 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 		_, _ = l.Fail(ctx, &Error{Class: ClassUnknown, Code: "panic", Err: fmt.Errorf("panic: %v", r)})
 		panic(r)
 	}()
-	ref, ferr := fn(kctx, l)
+	var ref string
+	var ferr error
+	if l.salvage && !req.AllowSalvage {
+		ferr = ExhaustedError(l.Attempt) // fn cannot complete from saved work: do not run it again
+	} else {
+		ref, ferr = fn(kctx, l)
+	}
 	finished = true
 	stop() // before the terminal write: no renewal may follow it
+	if ferr == nil {
+		ferr = checkResult(ref) // recorded FINAL below: never a second run for a result too large to keep
+	}
 	if ferr == nil {
 		if err := l.Complete(ctx, ref); err != nil {
 			return out, err

@@ -171,7 +171,8 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 		return res, nil, nil
 	}
 	return res, &Lease{e: e, Key: req.Key, Fence: res.Record.Fence, Attempt: res.Record.Attempt,
-		Owner: req.Owner, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash, try: req.Try}, nil
+		Owner: req.Owner, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash, try: req.Try,
+		salvage: res.Salvage, finishAfter: req.FinishAfter}, nil
 }
 
 // Get reads the durable record.
@@ -180,9 +181,20 @@ func (e *Engine) Get(ctx context.Context, key string) (Record, error) {
 	return rec, storeErr("get", err)
 }
 
-// Forget drops the fast layer's entry for key (after an operator reset).
-func (e *Engine) Forget(ctx context.Context, key string) {
-	e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, key) })
+// Republish mirrors rec in the fast layer as the store is about to hold it
+// after an operator's reset, which moves its fence on: the entry at the new
+// fence keeps any older state (a duplicate that read the record before the
+// reset and publishes late) from landing. If the fast layer cannot be
+// written, the entry is dropped instead; if that fails too, it may answer the
+// old state until it expires (DEDUP_TTL_SECONDS).
+func (e *Engine) Republish(ctx context.Context, rec Record) {
+	if e.fast == nil {
+		return
+	}
+	if !e.fastDo(ctx, "republish", func(c context.Context) error { return e.fast.Publish(c, rec, 0) }) {
+		e.fastDownUntil.Store(0) // one more try now, whatever the back-off says
+		e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, rec.Key) })
+	}
 }
 
 func (e *Engine) fastClaim(ctx context.Context, req ClaimRequest) (FastAnswer, bool) {
@@ -234,7 +246,16 @@ type Lease struct {
 	maxAttempts int
 	payloadHash string
 	try         int
+	salvage     bool
+	finishAfter bool
+	completed   bool // Complete left a finish pending under this lease
 }
+
+// Salvage reports whether this lease was granted past the attempt budget:
+// the caller may only complete from work an earlier attempt saved (an
+// output object it left behind), or record [ExhaustedError]; it must not
+// do the work again.
+func (l *Lease) Salvage() bool { return l.salvage }
 
 // snapshot is the record as this lease last wrote it, for the fast layer.
 func (l *Lease) snapshot(st Status) Record {
@@ -263,17 +284,49 @@ func (l *Lease) Renew(ctx context.Context) error {
 }
 
 // Complete records SUCCEEDED with resultRef. ErrLeaseLost means another worker
-// owns the key now: publish nothing.
+// owns the key now: publish nothing. A resultRef over [MaxResultRef] bytes
+// is refused with a FINAL result_too_large error before anything is written.
+// When the claim asked for FinishAfter, the completion leaves a finish
+// pending under this lease's owner: see [Lease.Finisher].
 func (l *Lease) Complete(ctx context.Context, resultRef string) error {
+	if err := checkResult(resultRef); err != nil {
+		return err
+	}
+	comp := Completion{ResultRef: resultRef}
+	if l.finishAfter {
+		comp.FinishLease = l.lease
+	}
 	c, cancel := detached(ctx)
 	defer cancel()
-	if err := l.e.store.Complete(c, l.Key, l.Fence, resultRef); err != nil {
+	if err := l.e.store.Complete(c, l.Key, l.Fence, comp); err != nil {
 		return storeErr("complete", err)
 	}
+	l.completed = l.finishAfter
 	rec := l.snapshot(StatusSucceeded)
 	rec.ResultRef = resultRef
 	l.e.publish(ctx, rec, 0)
 	return nil
+}
+
+// ResultTooLargeCode is the error code of a result over MaxResultRef.
+const ResultTooLargeCode = "result_too_large"
+
+func checkResult(ref string) error {
+	if len(ref) > MaxResultRef {
+		return Final(ResultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (store a reference to it)",
+			len(ref), MaxResultRef))
+	}
+	return nil
+}
+
+// Finisher returns the handle on the finish this lease's completion left
+// pending (nil unless the claim asked for FinishAfter and Complete
+// succeeded).
+func (l *Lease) Finisher() *Finisher {
+	if !l.completed {
+		return nil
+	}
+	return &Finisher{e: l.e, Key: l.Key, Owner: l.Owner, try: l.try}
 }
 
 // Fail records cause, classified (see [Classify]): FAILED_FINAL when it is
@@ -341,17 +394,22 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 		return "", fmt.Errorf("step %s: unexpected decision %s", op, res.Decision)
 	}
 	out, ferr := fn(ctx)
+	if ferr == nil {
+		ferr = checkResult(out)
+	}
 	c, cancel := detached(ctx)
 	defer cancel()
 	if ferr != nil {
 		class, code := Classify(ferr)
 		if err := l.e.store.Fail(c, req.Key, res.Record.Fence, Failure{Final: class == ClassFinal, Code: code,
 			Message: truncate(message(ferr), 1000)}); err != nil {
-			return "", storeErr("fail step "+op, err)
+			// The step's own error keeps its class: a FINAL answer must not
+			// turn retryable because writing it down failed.
+			return "", fmt.Errorf("%w (recording it failed: %v)", ferr, storeErr("fail step "+op, err))
 		}
 		return "", ferr
 	}
-	if err := l.e.store.Complete(c, req.Key, res.Record.Fence, out); err != nil {
+	if err := l.e.store.Complete(c, req.Key, res.Record.Fence, Completion{ResultRef: out}); err != nil {
 		return "", storeErr("complete step "+op, err)
 	}
 	return out, nil
@@ -420,14 +478,55 @@ func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func()) {
 	return kctx, func() { once.Do(func() { close(done); cancel(nil); <-exited }) }
 }
 
-// Attach returns a handle on a record that this caller finished earlier (or
-// that the same FC request, retried, finished): only [Lease.Step] is useful on
-// it, to run the steps that follow completion (publish, notify) once per key.
-// Step refuses with ErrLeaseLost if the record's fence moved on.
-// try is the caller's try (FC retry count, -1 unknown): step claims follow
-// the same-owner rule as any claim, so two copies of one try cannot both run
-// a step.
-func (e *Engine) Attach(rec Record, owner string, try int) *Lease {
-	return &Lease{e: e, Key: rec.Key, Fence: rec.Fence, Attempt: rec.Attempt, Owner: owner, lease: e.o.lease,
-		maxAttempts: e.o.maxAttempts, payloadHash: rec.PayloadHash, try: try}
+// Finisher holds a SUCCEEDED record's pending finish: the work after the
+// completion (publish the result, notify), done once per key. Whoever holds
+// it ends it with Done or Fail; if the holder dies, the finish is claimed
+// again after its lease ([Engine.ClaimFinish]) and the sweeper lists it.
+type Finisher struct {
+	e     *Engine
+	Key   string
+	Owner string
+	try   int
+}
+
+// ClaimFinish asks for key's pending finish for owner at try (the same rule
+// as a claim: the holder's own later try takes it at once, a copy of the
+// same try waits). The Finisher is nil unless the decision is owned; it is
+// REPEAT_DONE when no finish is pending and REPEAT_OTHER while another
+// holder's lease runs.
+func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (ClaimResult, *Finisher, error) {
+	lease := e.o.lease
+	if dl, ok := ctx.Deadline(); ok {
+		lease = min(lease, time.Until(dl))
+	}
+	if lease <= 0 {
+		return ClaimResult{}, nil, Retryable("timeout", context.DeadlineExceeded)
+	}
+	res, err := e.store.ClaimFinish(ctx, FinishRequest{Key: key, Owner: owner, Try: try, Lease: lease})
+	if err != nil {
+		return ClaimResult{}, nil, storeErr("claim finish", err)
+	}
+	if !res.Decision.Owned() {
+		return res, nil, nil
+	}
+	return res, &Finisher{e: e, Key: key, Owner: owner, try: try}, nil
+}
+
+// Done records the finish done.
+func (f *Finisher) Done(ctx context.Context) error {
+	c, cancel := detached(ctx)
+	defer cancel()
+	return storeErr("finish", f.e.store.Finish(c, f.Key, f.Owner, f.try, nil))
+}
+
+// Fail records a FINAL cause as the finish failed (an operator's replay
+// reopens it); a retryable one releases the finish, still pending, to the
+// next holder at once (the same request's retry, a replay, or the sweeper
+// after its grace).
+func (f *Finisher) Fail(ctx context.Context, cause error) error {
+	class, code := Classify(cause)
+	c, cancel := detached(ctx)
+	defer cancel()
+	return storeErr("fail finish", f.e.store.Finish(c, f.Key, f.Owner, f.try,
+		&Failure{Final: class == ClassFinal, Code: code, Message: truncate(message(cause), 1000)}))
 }

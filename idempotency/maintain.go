@@ -1,9 +1,33 @@
 package idempotency
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 )
+
+// Maintainer is the durable store's maintenance side: what the sweeper,
+// replays and `main stats` need (mysqlstore and boltstore implement it).
+type Maintainer interface {
+	// Candidates lists up to limit task records (not step records) the
+	// sweeper should take up, oldest change first: RUNNING past its lease;
+	// FAILED_RETRYABLE and RECEIVED untouched for grace (FC's own retry goes
+	// first); SUCCEEDED with a finish pending past its lease and grace.
+	// Records whose SweepAfter lies ahead are left out.
+	Candidates(ctx context.Context, limit int, grace time.Duration) ([]Record, error)
+	// Defer sets SweepAfter to the store's now + d on rec's record, if it is
+	// still as rec shows it (fence, status and UpdatedAt): the sweeper leaves
+	// it alone until then without it holding the head of the queue. A
+	// takeover clears it.
+	Defer(ctx context.Context, rec Record, d time.Duration) error
+	// Reset performs an audited operator reset ([ApplyReset]) and returns the
+	// record before and after (zero Status when there was none; the audit
+	// row is written then too).
+	Reset(ctx context.Context, key string, rp Replay) (prior, after Record, err error)
+	Replays(ctx context.Context, key string) ([]Replay, error)
+	Stats(ctx context.Context, since time.Time) ([]StatRow, error)
+}
 
 // Replay is one audited operator re-drive (table idempotency_replay).
 type Replay struct {
@@ -13,6 +37,13 @@ type Replay struct {
 	PriorStatus Status    `json:"prior_status"`
 	Source      string    `json:"source"` // "key" or "dlq"
 	CreatedAt   time.Time `json:"created_at"`
+	// PayloadHash, when set, is the payload hash of the replayed event: a
+	// record with another one belongs to another payload under the same key
+	// and is not touched (ErrPayloadMismatch). Empty for a replay by key.
+	PayloadHash string `json:"-"`
+	// ExpectFence, when set, is the fence the replay read: a record that
+	// moved on since is not touched (ErrNotReplayable).
+	ExpectFence int64 `json:"-"`
 }
 
 // StatRow is one per-minute counter kept by the function (table
@@ -27,17 +58,44 @@ type StatRow struct {
 // would race the worker that holds it.
 var ErrNotReplayable = errors.New("idempotency: record is running under a live lease")
 
-// Resettable reports whether an operator replay may reset a record in this
-// state to RECEIVED: failed records and abandoned (expired) claims. A
-// SUCCEEDED record stays as it is — a replay answers its result.
-func Resettable(r Record, now time.Time) (bool, error) {
-	switch r.Status {
-	case StatusSucceeded:
-		return false, nil
-	case StatusRunning:
-		if now.Before(r.LeaseUntil) {
-			return false, ErrNotReplayable
-		}
+// ResetKind says what a reset changed.
+type ResetKind int
+
+const (
+	ResetNothing ResetKind = iota // a SUCCEEDED record whose finish did not fail
+	ResetRecord                   // back to RECEIVED with a new fence
+	ResetFinish                   // a SUCCEEDED record's failed finish reopened
+)
+
+// ApplyReset performs an operator's reset on rec, as every store must. A
+// failed or abandoned (expired) record goes back to RECEIVED with a new
+// fence: a worker or a duplicate that read it before can then never write,
+// or mirror into the fast layer, its old state over the reset; its sweeper
+// deferral is cleared. A SUCCEEDED record keeps its result: only a FAILED
+// finish is reopened (PENDING, claimable at once). A record under a live
+// lease is refused (ErrNotReplayable), and so is one of another payload
+// (ErrPayloadMismatch, naming both hashes).
+func ApplyReset(rec *Record, rp Replay, now time.Time) (ResetKind, error) {
+	if rp.ExpectFence != 0 && rec.Fence != rp.ExpectFence {
+		return ResetNothing, fmt.Errorf("%w: it changed while the replay read it (fence %d, now %d); replay again",
+			ErrNotReplayable, rp.ExpectFence, rec.Fence)
 	}
-	return true, nil
+	if rp.PayloadHash != "" && rec.PayloadHash != rp.PayloadHash {
+		return ResetNothing, fmt.Errorf("%w: the dead letter's payload hash is %s, the record's %s: it is another "+
+			"payload under the same key, which stays as it is", ErrPayloadMismatch, rp.PayloadHash, rec.PayloadHash)
+	}
+	switch {
+	case rec.Status == StatusSucceeded && rec.Finish != FinishFailed:
+		return ResetNothing, nil
+	case rec.Status == StatusSucceeded:
+		rec.Finish, rec.LeaseUntil, rec.LastErrorCode, rec.LastError = FinishPending, now, "", ""
+		rec.UpdatedAt = now
+		return ResetFinish, nil
+	case rec.Status == StatusRunning && now.Before(rec.LeaseUntil):
+		return ResetNothing, ErrNotReplayable
+	}
+	rec.Status, rec.LeaseUntil, rec.SweepAfter, rec.Finish = StatusReceived, time.Time{}, time.Time{}, FinishNone
+	rec.Fence++
+	rec.UpdatedAt = now
+	return ResetRecord, nil
 }

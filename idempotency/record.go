@@ -24,6 +24,24 @@ const (
 // Terminal reports whether no claim can ever run the record again.
 func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailedFinal }
 
+// FinishState is the state of the work that follows a completion, such as
+// publishing the result and notifying (see [Completion.FinishLease]).
+type FinishState string
+
+const (
+	// FinishNone: nothing follows the completion (or the record is not
+	// SUCCEEDED).
+	FinishNone FinishState = ""
+	// FinishPending: the finish is held by LeaseOwner until LeaseUntil, then
+	// by whoever claims it ([Store.ClaimFinish]); the sweeper lists it.
+	FinishPending FinishState = "PENDING"
+	// FinishDone: the finish ran to its end.
+	FinishDone FinishState = "DONE"
+	// FinishFailed: the finish failed FINAL (LastErrorCode says why); an
+	// operator's replay reopens it.
+	FinishFailed FinishState = "FAILED"
+)
+
 // Decision says how a claim was answered. It is the "decision" of the outcome JSON.
 type Decision string
 
@@ -76,8 +94,14 @@ type Record struct {
 	PayloadHash     string    `json:"payload_hash"`
 	LastErrorCode   string    `json:"last_error_code"`
 	LastError       string    `json:"last_error"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	// Finish follows a SUCCEEDED record's completion; while it is PENDING,
+	// LeaseOwner, LeaseTry and LeaseUntil belong to its holder.
+	Finish FinishState `json:"finish,omitempty"`
+	// SweepAfter: the sweeper leaves the record alone until then (zero: as
+	// soon as it is due). A takeover clears it.
+	SweepAfter time.Time `json:"sweep_after,omitzero"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // Meta is what a claim records about the action besides the key. Stores keep

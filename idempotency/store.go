@@ -20,9 +20,43 @@ type Store interface {
 	// only while the parent record still carries parentFence; else ErrLeaseLost.
 	ClaimStep(ctx context.Context, parentFence int64, req ClaimRequest) (ClaimResult, error)
 	Renew(ctx context.Context, key string, fence int64, lease time.Duration) error
-	Complete(ctx context.Context, key string, fence int64, resultRef string) error
+	Complete(ctx context.Context, key string, fence int64, c Completion) error
 	Fail(ctx context.Context, key string, fence int64, f Failure) error
+	// ClaimFinish takes over a SUCCEEDED record's pending finish as
+	// [DecideFinish] rules, on the store's clock.
+	ClaimFinish(ctx context.Context, req FinishRequest) (ClaimResult, error)
+	// Finish ends the pending finish held by owner at try: FinishDone (f
+	// nil), FinishFailed with f's code and message (f.Final), or, for a
+	// retryable f, releases it (still pending, its lease ended now, so the
+	// next finisher need not wait). ErrLeaseLost when another finisher holds
+	// it now or it is not pending.
+	Finish(ctx context.Context, key, owner string, try int, f *Failure) error
 	Get(ctx context.Context, key string) (Record, error)
+}
+
+// MaxResultRef is the longest result reference (and step result) a record
+// holds, in bytes, on every store. A longer one is refused FINAL
+// (result_too_large) before anything is written, so a result that cannot
+// be recorded never makes the work run again.
+const MaxResultRef = 2048
+
+// Completion is what Complete records.
+type Completion struct {
+	ResultRef string
+	// FinishLease, when positive, leaves a finish pending (publishing the
+	// result, notifying), held by the completing owner for this long; the
+	// holder ends it with [Store.Finish]. Past the lease, a finisher claims it
+	// ([Store.ClaimFinish]) and the sweeper lists it, so a finish whose holder
+	// died is never lost.
+	FinishLease time.Duration
+}
+
+// FinishRequest asks for a SUCCEEDED record's pending finish.
+type FinishRequest struct {
+	Key   string
+	Owner string
+	Try   int // as ClaimRequest.Try
+	Lease time.Duration
 }
 
 // ClaimRequest asks for the lease on Key.
@@ -40,6 +74,14 @@ type ClaimRequest struct {
 	Lease       time.Duration
 	MaxAttempts int
 	Meta        Meta
+	// FinishAfter: [Engine.Do] completes with a pending finish that the
+	// caller ends through [Lease.Finisher] (the pipeline publishes and
+	// notifies after the fenced completion).
+	FinishAfter bool
+	// AllowSalvage: [Engine.Do] calls fn on a salvage lease (see
+	// [Lease.Salvage]) instead of recording the budget spent; fn may then
+	// only complete from work an earlier attempt saved.
+	AllowSalvage bool
 }
 
 // ClaimResult is the store's answer. Record is the record after the claim.
@@ -51,6 +93,10 @@ type ClaimResult struct {
 	LeaseLeft time.Duration
 	// Source names the layer that answered: "redis" or the store's name.
 	Source string
+	// Salvage: the caller owns the record although its attempt budget is
+	// spent (a takeover was due): it may complete from saved work, nothing
+	// more (see [ActSalvage]).
+	Salvage bool
 }
 
 // Failure is what Fail records.
@@ -74,10 +120,14 @@ type Action int
 const (
 	ActNone     Action = iota // answer without writing
 	ActTakeover               // status RUNNING, fence+1, attempt+1, new owner and lease
-	ActExhaust                // a takeover was due but the budget is spent: FAILED_FINAL
+	// ActSalvage: a takeover was due but the budget is spent. The caller
+	// owns the record (fence+1, new owner and lease) without a new attempt:
+	// it completes from an output an earlier attempt saved (one that died
+	// after saving it) or records the budget spent (ExhaustedCode).
+	ActSalvage
 )
 
-// ExhaustedCode is the error code recorded by ActExhaust.
+// ExhaustedCode is the error code recorded when a salvage finds nothing.
 const ExhaustedCode = "attempts_exhausted"
 
 // Decide is the state machine of a claim on an existing record, shared by
@@ -92,7 +142,7 @@ func Decide(rec Record, req ClaimRequest, now time.Time) (Decision, Action) {
 		return DecisionRepeatDone, ActNone
 	case StatusRunning:
 		switch {
-		case rec.LeaseOwner == req.Owner && (req.Try < 0 || req.Try > rec.LeaseTry || !now.Before(rec.LeaseUntil)):
+		case sameOwnerRetry(rec, req.Owner, req.Try, now):
 			d = DecisionRepeatSame
 		case now.Before(rec.LeaseUntil):
 			return DecisionRepeatOther, ActNone
@@ -107,29 +157,56 @@ func Decide(rec Record, req ClaimRequest, now time.Time) (Decision, Action) {
 		d = DecisionTakeover
 	}
 	if rec.Attempt >= req.MaxAttempts {
-		return DecisionRepeatDone, ActExhaust
+		return d, ActSalvage
 	}
 	return d, ActTakeover
+}
+
+// sameOwnerRetry: the holder's own later try (FC retrying its request), or
+// an unknown try, may take a lease over at once; a copy of the same try
+// waits like anyone else. An empty owner is nobody's: it never matches.
+func sameOwnerRetry(rec Record, owner string, try int, now time.Time) bool {
+	return owner != "" && rec.LeaseOwner == owner && (try < 0 || try > rec.LeaseTry || !now.Before(rec.LeaseUntil))
+}
+
+// DecideFinish is the state machine of [Store.ClaimFinish]: a pending finish
+// is taken over when its holder's lease ran out or by the holder's own
+// later try (TAKEOVER or REPEAT_SAME, then the store records the new holder
+// and lease); it is in progress elsewhere while the lease runs
+// (REPEAT_OTHER); REPEAT_DONE when no finish is pending.
+func DecideFinish(rec Record, req FinishRequest, now time.Time) Decision {
+	switch {
+	case rec.Status != StatusSucceeded || rec.Finish != FinishPending:
+		return DecisionRepeatDone
+	case sameOwnerRetry(rec, req.Owner, req.Try, now):
+		return DecisionRepeatSame
+	case now.Before(rec.LeaseUntil):
+		return DecisionRepeatOther
+	}
+	return DecisionTakeover
 }
 
 // Apply performs act on rec in memory, as stores that hold records in Go do.
 // It is the reference for the SQL of stores that cannot call it.
 func Apply(rec *Record, act Action, req ClaimRequest, now time.Time) {
 	switch act {
-	case ActTakeover:
+	case ActTakeover, ActSalvage:
 		rec.Status = StatusRunning
 		rec.Fence++
-		rec.Attempt++
+		if act == ActTakeover {
+			rec.Attempt++
+		}
 		rec.LeaseOwner, rec.LeaseTry = req.Owner, req.Try
 		rec.LeaseUntil = now.Add(req.Lease)
-		rec.UpdatedAt = now
-	case ActExhaust:
-		rec.Status = StatusFailedFinal
-		rec.LastErrorCode = ExhaustedCode
-		rec.LastError = fmt.Sprintf("attempt budget spent after %d attempts", rec.Attempt)
-		rec.LeaseUntil = time.Time{}
+		rec.SweepAfter = time.Time{}
 		rec.UpdatedAt = now
 	}
+}
+
+// ExhaustedError is the failure a salvage records when no saved work is
+// left to complete from.
+func ExhaustedError(attempts int) error {
+	return Final(ExhaustedCode, fmt.Errorf("attempt budget spent after %d attempts", attempts))
 }
 
 // NewRecord is the record a FIRST claim inserts.

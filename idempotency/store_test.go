@@ -30,9 +30,13 @@ func TestDecide(t *testing.T) {
 		{"same owner, unknown try", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 1, LeaseUntil: live, Attempt: 1},
 			func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatSame, ActTakeover},
 		{"retryable with attempts left", Record{PayloadHash: "ph", Status: StatusFailedRetryable, Attempt: 2}, nil, DecisionTakeover, ActTakeover},
-		{"retryable, budget spent", Record{PayloadHash: "ph", Status: StatusFailedRetryable, Attempt: 3}, nil, DecisionRepeatDone, ActExhaust},
+		{"retryable, budget spent", Record{PayloadHash: "ph", Status: StatusFailedRetryable, Attempt: 3}, nil, DecisionTakeover, ActSalvage},
 		{"expired, budget spent", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r0", LeaseUntil: expired, Attempt: 3},
-			nil, DecisionRepeatDone, ActExhaust},
+			nil, DecisionTakeover, ActSalvage},
+		{"same owner's later try, budget spent", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 0,
+			LeaseUntil: live, Attempt: 3}, nil, DecisionRepeatSame, ActSalvage},
+		{"empty owner is nobody's", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "", LeaseTry: -1, LeaseUntil: live, Attempt: 1},
+			func(r ClaimRequest) ClaimRequest { r.Owner, r.Try = "", -1; return r }, DecisionRepeatOther, ActNone},
 		{"received ignores the budget", Record{PayloadHash: "ph", Status: StatusReceived, Attempt: 3}, nil, DecisionTakeover, ActTakeover},
 	}
 	for _, c := range cases {
@@ -53,10 +57,40 @@ func TestDecide(t *testing.T) {
 					rec.LeaseOwner != r.Owner || rec.LeaseTry != r.Try {
 					t.Fatalf("after takeover %+v", rec)
 				}
-			case ActExhaust:
-				if rec.Status != StatusFailedFinal || rec.LastErrorCode != ExhaustedCode || rec.Fence != c.rec.Fence {
-					t.Fatalf("after exhaust %+v", rec)
+			case ActSalvage:
+				if rec.Status != StatusRunning || rec.Fence != c.rec.Fence+1 || rec.Attempt != c.rec.Attempt || rec.LeaseOwner != r.Owner {
+					t.Fatalf("after salvage %+v", rec)
 				}
+			}
+		})
+	}
+}
+
+func TestDecideFinish(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	live, expired := now.Add(time.Minute), now.Add(-time.Second)
+	pending := func(owner string, try int, until time.Time) Record {
+		return Record{Status: StatusSucceeded, Finish: FinishPending, LeaseOwner: owner, LeaseTry: try, LeaseUntil: until}
+	}
+	cases := []struct {
+		name string
+		rec  Record
+		req  FinishRequest
+		want Decision
+	}{
+		{"nothing pending", Record{Status: StatusSucceeded, Finish: FinishDone}, FinishRequest{Owner: "b"}, DecisionRepeatDone},
+		{"failed finish waits for a replay", Record{Status: StatusSucceeded, Finish: FinishFailed}, FinishRequest{Owner: "b"}, DecisionRepeatDone},
+		{"not succeeded", Record{Status: StatusRunning, Finish: FinishPending}, FinishRequest{Owner: "b"}, DecisionRepeatDone},
+		{"held by a live lease", pending("a", 0, live), FinishRequest{Owner: "b", Try: 0}, DecisionRepeatOther},
+		{"holder's lease ran out", pending("a", 0, expired), FinishRequest{Owner: "b", Try: 0}, DecisionTakeover},
+		{"holder's later try", pending("a", 0, live), FinishRequest{Owner: "a", Try: 1}, DecisionRepeatSame},
+		{"a copy of the holder's try", pending("a", 1, live), FinishRequest{Owner: "a", Try: 1}, DecisionRepeatOther},
+		{"empty owners never match", pending("", -1, live), FinishRequest{Owner: "", Try: -1}, DecisionRepeatOther},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := DecideFinish(c.rec, c.req, now); got != c.want {
+				t.Fatalf("got %s, want %s", got, c.want)
 			}
 		})
 	}

@@ -13,38 +13,23 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/idemgate/idemgate/idempotency"
-	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
 var stats = []byte("idempotency_stats")
 
-// Candidates lists the task records the sweeper should re-drive (see
-// mysqlstore.Store.Candidates). A local store is small: a scan is fine.
+// Candidates lists the task records the sweeper should take up (see
+// idempotency.Maintainer). A local store is small: a scan is fine.
 func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) ([]idempotency.Record, error) {
 	now := s.now()
-	var out, done []idempotency.Record
+	var out []idempotency.Record
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(records)
-		return b.ForEach(func(_, v []byte) error {
+		return tx.Bucket(records).ForEach(func(_, v []byte) error {
 			var r idempotency.Record
 			if err := json.Unmarshal(v, &r); err != nil || r.ParentKey != "" {
 				return nil
 			}
-			switch {
-			case r.Status == idempotency.StatusRunning && !now.Before(r.LeaseUntil):
+			if due(r, now, grace) {
 				out = append(out, r)
-			case (r.Status == idempotency.StatusFailedRetryable || r.Status == idempotency.StatusReceived) &&
-				r.UpdatedAt.Before(now.Add(-grace)):
-				out = append(out, r)
-			case r.Status == idempotency.StatusSucceeded && r.UpdatedAt.Before(now.Add(-grace)) && r.UpdatedAt.After(now.Add(-24*time.Hour)):
-				p, perr := get(b, keys.OpKey(r.Key, "publish"))
-				n, nerr := get(b, keys.OpKey(r.Key, "notify"))
-				unfinished := func(s idempotency.Status) bool {
-					return s != idempotency.StatusSucceeded && s != idempotency.StatusFailedFinal
-				}
-				if perr != nil || unfinished(p.Status) || (nerr == nil && unfinished(n.Status)) {
-					done = append(done, r)
-				}
 			}
 			return nil
 		})
@@ -52,70 +37,103 @@ func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	byAge := func(rs []idempotency.Record) {
-		sort.Slice(rs, func(i, j int) bool { return rs[i].UpdatedAt.Before(rs[j].UpdatedAt) })
-	}
-	byAge(out)
-	byAge(done)
-	out = append(out, done...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].UpdatedAt.Before(out[j].UpdatedAt) })
 	return out[:min(limit, len(out))], nil
 }
 
-// Reset prepares an audited replay (see mysqlstore.Store.Reset).
-func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (idempotency.Record, error) {
-	var prior idempotency.Record
-	err := s.db.Update(func(tx *bolt.Tx) error {
+// due is the sweeper's rule of idempotency.Maintainer.Candidates.
+func due(r idempotency.Record, now time.Time, grace time.Duration) bool {
+	if now.Before(r.SweepAfter) {
+		return false
+	}
+	switch r.Status {
+	case idempotency.StatusRunning:
+		return !now.Before(r.LeaseUntil)
+	case idempotency.StatusFailedRetryable, idempotency.StatusReceived:
+		return r.UpdatedAt.Before(now.Add(-grace))
+	case idempotency.StatusSucceeded:
+		return r.Finish == idempotency.FinishPending && r.LeaseUntil.Before(now.Add(-grace))
+	}
+	return false
+}
+
+// Defer sets the record aside for d if it is still as listed.
+func (s *Store) Defer(ctx context.Context, listed idempotency.Record, d time.Duration) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(records)
+		rec, err := get(b, listed.Key)
+		if err != nil || rec.Fence != listed.Fence || rec.Status != listed.Status || !rec.UpdatedAt.Equal(listed.UpdatedAt) {
+			return err
+		}
+		rec.SweepAfter = s.now().Add(d)
+		return put(b, rec)
+	})
+}
+
+// Reset performs an audited operator reset (idempotency.ApplyReset); a
+// record that goes back to RECEIVED takes its failed steps with it.
+func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(records)
 		rec, err := get(b, key)
 		if err != nil && !errors.Is(err, idempotency.ErrNotFound) {
 			return err
 		}
-		prior = rec // zero when there is no record: the audit row says so
 		now := s.now()
-		reset := false
+		prior = rec // zero when there is no record: the audit row says so
 		if err == nil {
-			if reset, err = idempotency.Resettable(rec, now); err != nil {
+			kind, err := idempotency.ApplyReset(&rec, rp, now)
+			if err != nil {
+				return err
+			}
+			if err := resetWrite(b, rec, kind, now); err != nil {
 				return err
 			}
 		}
-		if reset {
-			rec.Status, rec.LeaseUntil, rec.UpdatedAt = idempotency.StatusReceived, time.Time{}, now
-			if err := put(b, rec); err != nil {
-				return err
-			}
+		after = rec
+		return audit(tx, key, prior.Status, rp, now)
+	})
+	return prior, after, err
+}
+
+func resetWrite(b *bolt.Bucket, rec idempotency.Record, kind idempotency.ResetKind, now time.Time) error {
+	if kind == idempotency.ResetNothing {
+		return nil
+	}
+	if err := put(b, rec); err != nil || kind != idempotency.ResetRecord {
+		return err
+	}
+	// Failed steps start over with the record. bbolt forbids writes during
+	// ForEach: collect, then write.
+	var failed []idempotency.Record
+	if err := b.ForEach(func(k, v []byte) error {
+		var st idempotency.Record
+		if json.Unmarshal(v, &st) == nil && st.ParentKey == rec.Key &&
+			(st.Status == idempotency.StatusFailedFinal || st.Status == idempotency.StatusFailedRetryable) {
+			failed = append(failed, st)
 		}
-		if reset || rec.Status == idempotency.StatusSucceeded {
-			// Failed steps of this key start over too (after a SUCCEEDED
-			// result: publish and notify).
-			// bbolt forbids writes during ForEach: collect, then write.
-			var failed []idempotency.Record
-			if err := b.ForEach(func(k, v []byte) error {
-				var st idempotency.Record
-				if json.Unmarshal(v, &st) == nil && st.ParentKey == key &&
-					(st.Status == idempotency.StatusFailedFinal || st.Status == idempotency.StatusFailedRetryable) {
-					failed = append(failed, st)
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-			for _, st := range failed {
-				st.Status, st.LeaseUntil, st.UpdatedAt = idempotency.StatusReceived, time.Time{}, now
-				if err := put(b, st); err != nil {
-					return err
-				}
-			}
-		}
-		rp.Key, rp.PriorStatus, rp.CreatedAt = key, prior.Status, now
-		rb := tx.Bucket(replays)
-		seq, _ := rb.NextSequence()
-		v, err := json.Marshal(rp)
-		if err != nil {
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, st := range failed {
+		st.Status, st.LeaseUntil, st.UpdatedAt = idempotency.StatusReceived, time.Time{}, now
+		if err := put(b, st); err != nil {
 			return err
 		}
-		return rb.Put(binary.BigEndian.AppendUint64([]byte(key+"/"), seq), v)
-	})
-	return prior, err
+	}
+	return nil
+}
+
+func audit(tx *bolt.Tx, key string, prior idempotency.Status, rp idempotency.Replay, now time.Time) error {
+	rp.Key, rp.PriorStatus, rp.CreatedAt = key, prior, now
+	rb := tx.Bucket(replays)
+	seq, _ := rb.NextSequence()
+	v, err := json.Marshal(rp)
+	if err != nil {
+		return err
+	}
+	return rb.Put(binary.BigEndian.AppendUint64([]byte(key+"/"), seq), v)
 }
 
 // Replays lists the audit rows of key, oldest first.

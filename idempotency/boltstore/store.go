@@ -84,6 +84,21 @@ func get(b *bolt.Bucket, key string) (idempotency.Record, error) {
 	return r, nil
 }
 
+// getIf reads key for a guarded write: ErrLeaseLost unless it exists and
+// holds.
+func getIf(b *bolt.Bucket, key string, holds func(idempotency.Record) bool) (idempotency.Record, error) {
+	rec, err := get(b, key)
+	switch {
+	case errors.Is(err, idempotency.ErrNotFound):
+		return rec, idempotency.ErrLeaseLost
+	case err != nil:
+		return rec, err
+	case !holds(rec):
+		return rec, idempotency.ErrLeaseLost
+	}
+	return rec, nil
+}
+
 func put(b *bolt.Bucket, r idempotency.Record) error {
 	v, err := json.Marshal(r)
 	if err != nil {
@@ -146,7 +161,7 @@ func claim(b *bolt.Bucket, req idempotency.ClaimRequest, now time.Time) (idempot
 			return idempotency.ClaimResult{}, err
 		}
 	}
-	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "embedded"}
+	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "embedded", Salvage: act == idempotency.ActSalvage}
 	if rec.Status == idempotency.StatusRunning && rec.LeaseUntil.After(now) {
 		res.LeaseLeft = rec.LeaseUntil.Sub(now)
 	}
@@ -163,15 +178,9 @@ func (s *Store) update(ctx context.Context, fn func(b *bolt.Bucket) error) error
 // guarded applies mutate to the record when it is RUNNING with fence.
 func (s *Store) guarded(ctx context.Context, key string, fence int64, mutate func(*idempotency.Record, time.Time)) error {
 	return s.update(ctx, func(b *bolt.Bucket) error {
-		rec, err := get(b, key)
-		if errors.Is(err, idempotency.ErrNotFound) {
-			return idempotency.ErrLeaseLost
-		}
+		rec, err := getIf(b, key, func(r idempotency.Record) bool { return r.Fence == fence && r.Status == idempotency.StatusRunning })
 		if err != nil {
 			return err
-		}
-		if rec.Fence != fence || rec.Status != idempotency.StatusRunning {
-			return idempotency.ErrLeaseLost
 		}
 		now := s.now()
 		mutate(&rec, now)
@@ -185,10 +194,61 @@ func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Durat
 	return s.guarded(ctx, key, fence, func(r *idempotency.Record, now time.Time) { r.LeaseUntil = now.Add(d) })
 }
 
-// Complete records SUCCEEDED.
-func (s *Store) Complete(ctx context.Context, key string, fence int64, resultRef string) error {
-	return s.guarded(ctx, key, fence, func(r *idempotency.Record, _ time.Time) {
-		r.Status, r.ResultRef, r.LeaseUntil, r.LastErrorCode, r.LastError = idempotency.StatusSucceeded, resultRef, time.Time{}, "", ""
+// Complete records SUCCEEDED, with a finish pending under the completing
+// owner when c asks for one.
+func (s *Store) Complete(ctx context.Context, key string, fence int64, c idempotency.Completion) error {
+	return s.guarded(ctx, key, fence, func(r *idempotency.Record, now time.Time) {
+		r.Status, r.ResultRef, r.LeaseUntil, r.LastErrorCode, r.LastError = idempotency.StatusSucceeded, c.ResultRef, time.Time{}, "", ""
+		r.Finish = idempotency.FinishNone
+		if c.FinishLease > 0 {
+			r.Finish, r.LeaseUntil = idempotency.FinishPending, now.Add(c.FinishLease)
+		}
+	})
+}
+
+// ClaimFinish takes over a pending finish (idempotency.DecideFinish).
+func (s *Store) ClaimFinish(ctx context.Context, req idempotency.FinishRequest) (idempotency.ClaimResult, error) {
+	var res idempotency.ClaimResult
+	err := s.update(ctx, func(b *bolt.Bucket) error {
+		rec, err := get(b, req.Key)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		res = idempotency.ClaimResult{Decision: idempotency.DecideFinish(rec, req, now), Record: rec, Source: "embedded"}
+		if !res.Decision.Owned() {
+			if rec.Finish == idempotency.FinishPending && rec.LeaseUntil.After(now) {
+				res.LeaseLeft = rec.LeaseUntil.Sub(now)
+			}
+			return nil
+		}
+		rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, req.Try, now.Add(req.Lease)
+		res.Record, res.LeaseLeft = rec, req.Lease
+		return put(b, rec)
+	})
+	return res, err
+}
+
+// Finish ends the pending finish held by owner at try.
+func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *idempotency.Failure) error {
+	return s.update(ctx, func(b *bolt.Bucket) error {
+		rec, err := getIf(b, key, func(r idempotency.Record) bool {
+			return r.Status == idempotency.StatusSucceeded && r.Finish == idempotency.FinishPending && r.LeaseOwner == owner && r.LeaseTry == try
+		})
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		switch {
+		case f == nil:
+			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = idempotency.FinishDone, time.Time{}, now
+		case f.Final:
+			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = idempotency.FinishFailed, time.Time{}, now
+			rec.LastErrorCode, rec.LastError = f.Code, f.Message
+		default: // released: still pending, claimable at once
+			rec.LeaseUntil = now
+		}
+		return put(b, rec)
 	})
 }
 

@@ -3,6 +3,7 @@ package idemtest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +14,17 @@ import (
 // Maintainable is a store with the sweeper's, replay's and stats' operations.
 type Maintainable interface {
 	idempotency.Store
-	Candidates(ctx context.Context, limit int, grace time.Duration) ([]idempotency.Record, error)
-	Reset(ctx context.Context, key string, rp idempotency.Replay) (idempotency.Record, error)
-	Replays(ctx context.Context, key string) ([]idempotency.Replay, error)
-	AddStats(ctx context.Context, rows []idempotency.StatRow) error
-	Stats(ctx context.Context, since time.Time) ([]idempotency.StatRow, error)
+	idempotency.Maintainer
+	idempotency.StatsSink
+}
+
+func candidates(t *testing.T, s Maintainable) []idempotency.Record {
+	t.Helper()
+	got, err := s.Candidates(context.Background(), 50, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // RunMaintenance checks the maintenance operations on an empty store (the
@@ -35,6 +42,13 @@ func RunMaintenance(t *testing.T, s Maintainable) {
 	claim(t, e, short(req(expired, "c")))
 	live := NewKey()
 	claim(t, e, req(live, "d"))
+	unfinished := NewKey() // completed, its finish's holder died
+	r := short(req(unfinished, "f"))
+	r.FinishAfter = true
+	_, lf := claim(t, e, r)
+	if err := lf.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(shortLease + 150*time.Millisecond)
 
 	t.Run("Candidates", func(t *testing.T) {
@@ -55,8 +69,11 @@ func RunMaintenance(t *testing.T, s Maintainable) {
 		if _, ok := seen[failed.Key]; ok {
 			t.Error("a FAILED_FINAL record is a candidate")
 		}
-		if seen[done.Key] != idempotency.StatusSucceeded {
-			t.Error("a SUCCEEDED record without its publish step is not a candidate")
+		if _, ok := seen[done.Key]; ok {
+			t.Error("a SUCCEEDED record with nothing to finish is a candidate")
+		}
+		if seen[unfinished] != idempotency.StatusSucceeded {
+			t.Error("a SUCCEEDED record whose finish's holder died is not a candidate")
 		}
 		if got, _ := s.Candidates(ctx, 1, 0); len(got) != 1 {
 			t.Errorf("limit 1 gave %d", len(got))
@@ -65,13 +82,67 @@ func RunMaintenance(t *testing.T, s Maintainable) {
 			t.Errorf("with an hour's grace only the expired lease is due: %v", got)
 		}
 	})
+	t.Run("DeferHidesUntilATakeover", func(t *testing.T) {
+		rec := get(t, e, expired)
+		if err := s.Defer(ctx, rec, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		changed := rec
+		changed.Fence++
+		if err := s.Defer(ctx, changed, 0); err != nil { // not as listed: no effect
+			t.Fatal(err)
+		}
+		for _, c := range candidates(t, s) {
+			if c.Key == expired {
+				t.Fatal("a deferred record is a candidate")
+			}
+		}
+		if got := get(t, e, expired); !got.UpdatedAt.Equal(rec.UpdatedAt) || got.SweepAfter.Before(time.Now().Add(59*time.Minute)) {
+			t.Fatalf("defer: updated_at %v → %v, sweep_after %v", rec.UpdatedAt, got.UpdatedAt, got.SweepAfter)
+		}
+		if _, l := claim(t, e, short(req(expired, "g"))); l == nil { // FC's retry takes it over
+			t.Fatal("no takeover")
+		}
+		if !get(t, e, expired).SweepAfter.IsZero() {
+			t.Fatal("a takeover kept the deferral")
+		}
+		time.Sleep(shortLease + 150*time.Millisecond)
+		found := false
+		for _, c := range candidates(t, s) {
+			found = found || c.Key == expired
+		}
+		if !found {
+			t.Fatal("after the takeover's lease ran out the record is not a candidate again")
+		}
+	})
+	t.Run("ResetRefusesAnotherPayload", func(t *testing.T) {
+		before := get(t, e, failed.Key)
+		_, _, err := s.Reset(ctx, failed.Key, idempotency.Replay{Reason: "dlq", Operator: "op", Source: "dlq", PayloadHash: "other"})
+		if !errors.Is(err, idempotency.ErrPayloadMismatch) || !strings.Contains(err.Error(), "other") ||
+			!strings.Contains(err.Error(), before.PayloadHash) {
+			t.Fatalf("err %v", err)
+		}
+		if after := get(t, e, failed.Key); after.Status != before.Status || after.Fence != before.Fence {
+			t.Fatalf("changed: %+v", after)
+		}
+		if rps, _ := s.Replays(ctx, failed.Key); len(rps) != 0 {
+			t.Fatalf("a refused replay was audited: %+v", rps)
+		}
+	})
 	t.Run("ResetAuditsAndReopens", func(t *testing.T) {
-		prior, err := s.Reset(ctx, failed.Key, idempotency.Replay{Reason: "fixed", Operator: "op", Source: "key"})
+		prior, after, err := s.Reset(ctx, failed.Key, idempotency.Replay{Reason: "fixed", Operator: "op", Source: "key",
+			PayloadHash: failed.PayloadHash})
 		if err != nil || prior.Status != idempotency.StatusFailedFinal {
 			t.Fatalf("reset: %+v %v", prior, err)
 		}
+		if after.Status != idempotency.StatusReceived || after.Fence != prior.Fence+1 {
+			t.Fatalf("after the reset: %s@%d, want RECEIVED@%d (a new fence)", after.Status, after.Fence, prior.Fence+1)
+		}
+		if got := get(t, e, failed.Key); got.Fence != after.Fence || got.Status != idempotency.StatusReceived {
+			t.Fatalf("stored: %s@%d", got.Status, got.Fence)
+		}
 		res, l := claim(t, e, req(failed.Key, "e"))
-		if l == nil || res.Decision != idempotency.DecisionTakeover || l.Attempt != failed.Attempt+1 {
+		if l == nil || res.Decision != idempotency.DecisionTakeover || l.Attempt != failed.Attempt+1 || l.Fence != after.Fence+1 {
 			t.Fatalf("after reset: %+v", res)
 		}
 		rps, err := s.Replays(ctx, failed.Key)
@@ -81,19 +152,19 @@ func RunMaintenance(t *testing.T, s Maintainable) {
 		}
 	})
 	t.Run("ResetLeavesSucceededAlone", func(t *testing.T) {
-		prior, err := s.Reset(ctx, done.Key, idempotency.Replay{Reason: "check", Operator: "op", Source: "key"})
+		prior, _, err := s.Reset(ctx, done.Key, idempotency.Replay{Reason: "check", Operator: "op", Source: "key"})
 		if err != nil || prior.Status != idempotency.StatusSucceeded || get(t, e, done.Key).Status != idempotency.StatusSucceeded {
 			t.Fatalf("%+v %v", prior, err)
 		}
 	})
 	t.Run("ResetRefusesLiveLease", func(t *testing.T) {
-		if _, err := s.Reset(ctx, live, idempotency.Replay{Reason: "x", Operator: "op"}); !errors.Is(err, idempotency.ErrNotReplayable) {
+		if _, _, err := s.Reset(ctx, live, idempotency.Replay{Reason: "x", Operator: "op"}); !errors.Is(err, idempotency.ErrNotReplayable) {
 			t.Fatalf("err %v", err)
 		}
 	})
 	t.Run("ResetUnknownKeyIsAudited", func(t *testing.T) {
 		k := NewKey()
-		prior, err := s.Reset(ctx, k, idempotency.Replay{Reason: "dlq", Operator: "op", Source: "dlq"})
+		prior, _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "dlq", Operator: "op", Source: "dlq"})
 		if err != nil || prior.Status != "" {
 			t.Fatalf("%+v %v", prior, err)
 		}
@@ -110,7 +181,7 @@ func RunMaintenance(t *testing.T, s Maintainable) {
 			t.Fatal("step did not fail")
 		}
 		_, _ = l.Fail(ctx, idempotency.Final("policy_rejected", errors.New("no")))
-		if _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "policy relaxed", Operator: "op"}); err != nil {
+		if _, _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "policy relaxed", Operator: "op"}); err != nil {
 			t.Fatal(err)
 		}
 		step := get(t, e, keys.OpKey(k, "generate"))
@@ -118,25 +189,26 @@ func RunMaintenance(t *testing.T, s Maintainable) {
 			t.Fatalf("failed step after reset: %s", step.Status)
 		}
 	})
-	t.Run("ResetOfSucceededReopensFailedFinishSteps", func(t *testing.T) {
+	t.Run("ResetOfSucceededReopensAFailedFinish", func(t *testing.T) {
 		k := NewKey()
-		_, l := claim(t, e, req(k, "p"))
+		r := req(k, "p")
+		r.FinishAfter = true
+		_, l := claim(t, e, r)
 		if err := l.Complete(ctx, "ref"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Step(ctx, "publish", func(context.Context) (string, error) {
-			return "", idempotency.Final("permission_denied", errors.New("403"))
-		}); err == nil {
-			t.Fatal("publish did not fail")
-		}
-		if _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "role fixed", Operator: "op"}); err != nil {
+		if err := l.Finisher().Fail(ctx, idempotency.Final("permission_denied", errors.New("403"))); err != nil {
 			t.Fatal(err)
 		}
-		if get(t, e, k).Status != idempotency.StatusSucceeded {
-			t.Fatal("the result was reset")
+		if _, _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "role fixed", Operator: "op"}); err != nil {
+			t.Fatal(err)
 		}
-		if st := get(t, e, keys.OpKey(k, "publish")); st.Status != idempotency.StatusReceived {
-			t.Fatalf("failed publish after reset: %s", st.Status)
+		rec := get(t, e, k)
+		if rec.Status != idempotency.StatusSucceeded || rec.ResultRef != "ref" || rec.Finish != idempotency.FinishPending {
+			t.Fatalf("after reset: %s %q finish %s", rec.Status, rec.ResultRef, rec.Finish)
+		}
+		if res, g, err := e.ClaimFinish(ctx, k, "replay", -1); err != nil || g == nil {
+			t.Fatalf("the reopened finish is not claimable at once: %s %v", res.Decision, err)
 		}
 	})
 	t.Run("Stats", func(t *testing.T) {

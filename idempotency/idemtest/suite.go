@@ -64,6 +64,10 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ConcurrentTakeoverOneWinner", func(t *testing.T) { concurrentTakeover(t, h) })
 	t.Run("RetryableUntilBudgetSpent", func(t *testing.T) { retryableBudget(t, h) })
 	t.Run("ExpiredLeaseWithBudgetSpentEndsFinal", func(t *testing.T) { expiredExhausted(t, h) })
+	t.Run("ExpiredLeaseWithBudgetSpentIsSalvaged", func(t *testing.T) { salvaged(t, h) })
+	t.Run("ResultTooLargeRecordedFinalOnce", func(t *testing.T) { resultTooLarge(t, h) })
+	t.Run("FinishHeldOnceThenClaimed", func(t *testing.T) { finishOnce(t, h) })
+	t.Run("EmptyOwnerNeverTakesALiveLease", func(t *testing.T) { emptyOwner(t, h) })
 	t.Run("FailedFinalIsTerminal", func(t *testing.T) { finalTerminal(t, h) })
 	t.Run("PayloadMismatch", func(t *testing.T) { payloadMismatch(t, h) })
 	t.Run("PerOpKeysRunOnce", func(t *testing.T) { perOp(t, h) })
@@ -302,26 +306,6 @@ func retryableBudget(t *testing.T, h Harness) {
 	want(t, "decision", res.Decision, idempotency.DecisionRepeatDone)
 	want(t, "status", res.Record.Status, idempotency.StatusFailedFinal)
 	want(t, "code", res.Record.LastErrorCode, "rate_limited")
-}
-
-func expiredExhausted(t *testing.T, h Harness) {
-	e := h.NewEngine(t, idempotency.WithMaxAttempts(2))
-	key := NewKey()
-	claim(t, e, short(req(key, "a")))
-	time.Sleep(shortLease + 150*time.Millisecond)
-	_, l := claim(t, e, short(req(key, "b")))
-	if l == nil {
-		t.Fatal("no takeover")
-	}
-	time.Sleep(shortLease + 150*time.Millisecond)
-	res, l := claim(t, e, req(key, "c"))
-	if l != nil {
-		t.Fatal("third attempt with a budget of 2")
-	}
-	want(t, "decision", res.Decision, idempotency.DecisionRepeatDone)
-	rec := get(t, e, key)
-	want(t, "status", rec.Status, idempotency.StatusFailedFinal)
-	want(t, "code", rec.LastErrorCode, idempotency.ExhaustedCode)
 }
 
 func finalTerminal(t *testing.T, h Harness) {

@@ -11,39 +11,41 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 )
 
-// Candidates lists up to limit task records (not per-operation ones) that the
-// sweeper should re-drive: RUNNING with an expired lease; FAILED_RETRYABLE and
-// RECEIVED untouched for grace (FC's own retry goes first); and SUCCEEDED
-// records of the last day, untouched for grace, whose publish step has not
-// succeeded or whose notify step was started and has not (a crash fell between
-// complete and those). Steps that failed FINAL need an operator's replay and
-// are not listed, so they cannot hold the head of the queue.
+// Candidates lists the task records the sweeper should take up (see
+// idempotency.Maintainer): three index ranges, each ordered and limited on
+// its own — RUNNING by (status, lease_until), FAILED_RETRYABLE and RECEIVED
+// by (status, updated_at), SUCCEEDED with a finish pending by (status,
+// lease_until), which only a pending finish sets on a SUCCEEDED row — then
+// merged by age. Step records and deferred records are filtered out of each
+// range.
 func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) ([]idempotency.Record, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+columns+` FROM idempotency_record
- WHERE parent_key = '' AND ((status = 'RUNNING' AND lease_until < NOW(3))
-   OR (status IN ('FAILED_RETRYABLE', 'RECEIVED') AND updated_at < NOW(3) - INTERVAL ? MICROSECOND))
- ORDER BY updated_at LIMIT ?`, grace.Microseconds(), limit)
+	const due = ` AND parent_key = '' AND (sweep_after IS NULL OR sweep_after <= NOW(3))`
+	g := grace.Microseconds()
+	rows, err := s.db.QueryContext(ctx, `(SELECT `+columns+` FROM idempotency_record
+ WHERE status = 'RUNNING' AND lease_until < NOW(3)`+due+` ORDER BY updated_at LIMIT ?)
+ UNION ALL (SELECT `+columns+` FROM idempotency_record
+ WHERE status IN ('FAILED_RETRYABLE', 'RECEIVED') AND updated_at < NOW(3) - INTERVAL ? MICROSECOND`+due+`
+ ORDER BY updated_at LIMIT ?)
+ UNION ALL (SELECT `+columns+` FROM idempotency_record
+ WHERE status = 'SUCCEEDED' AND lease_until < NOW(3) - INTERVAL ? MICROSECOND AND finish = 'PENDING'`+due+`
+ ORDER BY updated_at LIMIT ?)
+ ORDER BY updated_at LIMIT ?`, limit, g, limit, g, limit, limit)
 	if err != nil {
 		return nil, fmt.Errorf("candidates: %w", mapErr(err))
 	}
-	out, err := collect(rows)
-	if err != nil || len(out) >= limit {
-		return out, err
-	}
-	r := "r." + strings.ReplaceAll(strings.Join(strings.Fields(columns), " "), ", ", ", r.")
-	rows, err = s.db.QueryContext(ctx, `SELECT `+r+` FROM idempotency_record r
- LEFT JOIN idempotency_record p ON p.request_id = SHA2(CONCAT(r.request_id, ':publish'), 256)
- LEFT JOIN idempotency_record n ON n.request_id = SHA2(CONCAT(r.request_id, ':notify'), 256)
- WHERE r.status = 'SUCCEEDED' AND r.parent_key = '' AND r.updated_at > NOW(3) - INTERVAL 1 DAY
-   AND r.updated_at < NOW(3) - INTERVAL ? MICROSECOND
-   AND ((p.status IS NULL OR p.status NOT IN ('SUCCEEDED', 'FAILED_FINAL'))
-     OR (n.status IS NOT NULL AND n.status NOT IN ('SUCCEEDED', 'FAILED_FINAL')))
- ORDER BY r.updated_at LIMIT ?`, grace.Microseconds(), limit-len(out))
+	return collect(rows)
+}
+
+// Defer sets the record aside for d if it is still as listed; it does not
+// change updated_at, which dates the record's last transition.
+func (s *Store) Defer(ctx context.Context, rec idempotency.Record, d time.Duration) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET sweep_after = NOW(3) + INTERVAL ? MICROSECOND
+ WHERE request_id = ? AND fence = ? AND status = ? AND updated_at = ?`, d.Microseconds(), rec.Key, rec.Fence,
+		string(rec.Status), rec.UpdatedAt.UTC())
 	if err != nil {
-		return nil, fmt.Errorf("candidates: %w", mapErr(err))
+		return fmt.Errorf("defer: %w", mapErr(err))
 	}
-	more, err := collect(rows)
-	return append(out, more...), err
+	return nil
 }
 
 func collect(rows *sql.Rows) ([]idempotency.Record, error) {
@@ -59,15 +61,13 @@ func collect(rows *sql.Rows) ([]idempotency.Record, error) {
 	return out, mapErr(rows.Err())
 }
 
-// Reset prepares an audited replay: a failed or abandoned record (and its
-// failed steps) goes back to RECEIVED, so the next claim takes it over with a
-// new fence and one more attempt; a SUCCEEDED one is left as it is. The audit
-// row is written in the same transaction, also when there is no record yet
-// (a dead letter of a delivery that never reached the store). It returns the
-// record as it was (zero Status when there was none).
-func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (idempotency.Record, error) {
-	var prior idempotency.Record
-	_, err := s.inTx(ctx, func(tx *sql.Tx) (idempotency.ClaimResult, error) {
+// Reset performs an audited operator reset (idempotency.ApplyReset) under
+// the row lock; a record that goes back to RECEIVED takes its failed steps
+// with it. The audit row is written in the same transaction, also when
+// there is no record (a dead letter of a delivery that never reached the
+// store); a refused reset writes nothing.
+func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
+	_, err = s.inTx(ctx, func(tx *sql.Tx) (idempotency.ClaimResult, error) {
 		var now time.Time
 		rec, err := scan(tx.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record
  WHERE request_id = ? FOR UPDATE`, key), &now)
@@ -75,31 +75,37 @@ func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (i
 			return idempotency.ClaimResult{}, err
 		}
 		prior = rec // zero when there is no record: the audit row says so
-		reset := false
 		if err == nil {
-			if reset, err = idempotency.Resettable(rec, now); err != nil {
+			kind, err := idempotency.ApplyReset(&rec, rp, now)
+			if err != nil {
+				return idempotency.ClaimResult{}, err
+			}
+			if err := resetWrite(ctx, tx, rec, kind); err != nil {
 				return idempotency.ClaimResult{}, err
 			}
 		}
-		if rec.Status == idempotency.StatusSucceeded {
-			// The result stands; steps that failed after it (publish, notify)
-			// may run again.
-			if _, err := tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', lease_until = NULL,
- updated_at = NOW(3) WHERE parent_key = ? AND status IN ('FAILED_FINAL', 'FAILED_RETRYABLE')`, key); err != nil {
-				return idempotency.ClaimResult{}, mapErr(err)
-			}
-		}
-		if reset {
-			if _, err := tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', lease_until = NULL,
- updated_at = NOW(3) WHERE request_id = ? OR (parent_key = ? AND status IN ('FAILED_FINAL', 'FAILED_RETRYABLE'))`, key, key); err != nil {
-				return idempotency.ClaimResult{}, mapErr(err)
-			}
-		}
+		after = rec
 		_, err = tx.ExecContext(ctx, `INSERT INTO idempotency_replay (request_id, reason, operator, prior_status, source)
- VALUES (?, ?, ?, ?, ?)`, key, rp.Reason, rp.Operator, string(rec.Status), rp.Source)
+ VALUES (?, ?, ?, ?, ?)`, key, rp.Reason, rp.Operator, string(prior.Status), rp.Source)
 		return idempotency.ClaimResult{}, mapErr(err)
 	})
-	return prior, err
+	return prior, after, err
+}
+
+func resetWrite(ctx context.Context, tx *sql.Tx, rec idempotency.Record, kind idempotency.ResetKind) error {
+	var err error
+	switch kind {
+	case idempotency.ResetFinish:
+		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET finish = 'PENDING', lease_until = NOW(3),
+ last_error_code = '', last_error = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Key)
+	case idempotency.ResetRecord:
+		if _, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', fence = ?, lease_until = NULL,
+ sweep_after = NULL, finish = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Fence, rec.Key); err == nil {
+			_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', lease_until = NULL,
+ updated_at = NOW(3) WHERE parent_key = ? AND status IN ('FAILED_FINAL', 'FAILED_RETRYABLE')`, rec.Key)
+		}
+	}
+	return mapErr(err)
 }
 
 // Replays lists the audit rows of key, oldest first.

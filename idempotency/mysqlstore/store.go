@@ -92,24 +92,27 @@ func (s *Store) Ping(ctx context.Context) error { return mapErr(s.db.PingContext
 
 const columns = `request_id, tenant_id, task_type, operation, input_version, origin_request_id, event_source,
  event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until, result_ref, input_ref, payload_hash,
- last_error_code, last_error, created_at, updated_at`
+ last_error_code, last_error, finish, sweep_after, created_at, updated_at`
 
 func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record, error) {
 	var r idempotency.Record
-	var st string
-	var lease sql.NullTime
+	var st, finish string
+	var lease, sweep sql.NullTime
 	dest := []any{&r.Key, &r.TenantID, &r.TaskType, &r.Operation, &r.InputVersion, &r.OriginRequestID,
 		&r.EventSource, &r.EventID, &r.ParentKey, &r.Op, &st, &r.Attempt, &r.Fence, &r.LeaseOwner, &r.LeaseTry, &lease,
-		&r.ResultRef, &r.InputRef, &r.PayloadHash, &r.LastErrorCode, &r.LastError, &r.CreatedAt, &r.UpdatedAt}
+		&r.ResultRef, &r.InputRef, &r.PayloadHash, &r.LastErrorCode, &r.LastError, &finish, &sweep, &r.CreatedAt, &r.UpdatedAt}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, idempotency.ErrNotFound
 		}
 		return r, mapErr(err)
 	}
-	r.Status = idempotency.Status(st)
+	r.Status, r.Finish = idempotency.Status(st), idempotency.FinishState(finish)
 	if lease.Valid {
 		r.LeaseUntil = lease.Time
+	}
+	if sweep.Valid {
+		r.SweepAfter = sweep.Time
 	}
 	return r, nil
 }
@@ -198,13 +201,13 @@ func takeover(ctx context.Context, tx *sql.Tx, req idempotency.ClaimRequest) (id
 			lease = rec.LeaseUntil
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = ?, fence = ?, attempt = ?,
- lease_owner = ?, lease_try = ?, lease_until = ?, last_error_code = ?, last_error = ?, updated_at = NOW(3) WHERE request_id = ?`,
-			string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, rec.LeaseTry, lease, rec.LastErrorCode, rec.LastError, rec.Key)
+ lease_owner = ?, lease_try = ?, lease_until = ?, sweep_after = NULL, updated_at = NOW(3) WHERE request_id = ?`,
+			string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, rec.LeaseTry, lease, rec.Key)
 		if err != nil {
 			return idempotency.ClaimResult{}, mapErr(err)
 		}
 	}
-	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "mysql"}
+	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "mysql", Salvage: act == idempotency.ActSalvage}
 	if rec.Status == idempotency.StatusRunning && rec.LeaseUntil.After(now) {
 		res.LeaseLeft = rec.LeaseUntil.Sub(now)
 	}
@@ -275,10 +278,75 @@ func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Durat
 	return s.guarded(ctx, "renew", `lease_until = NOW(3) + INTERVAL ? MICROSECOND`, d.Microseconds(), key, fence)
 }
 
-// Complete records SUCCEEDED with the result reference.
-func (s *Store) Complete(ctx context.Context, key string, fence int64, resultRef string) error {
-	return s.guarded(ctx, "complete", `status = 'SUCCEEDED', result_ref = ?, lease_until = NULL,
- last_error_code = '', last_error = ''`, resultRef, key, fence)
+// Complete records SUCCEEDED with the result reference, and, when c asks
+// for one, a finish pending under the completing owner in the same
+// statement.
+func (s *Store) Complete(ctx context.Context, key string, fence int64, c idempotency.Completion) error {
+	if c.FinishLease > 0 {
+		return s.guarded(ctx, "complete", `status = 'SUCCEEDED', result_ref = ?, finish = 'PENDING',
+ lease_until = NOW(3) + INTERVAL ? MICROSECOND, last_error_code = '', last_error = ''`,
+			c.ResultRef, c.FinishLease.Microseconds(), key, fence)
+	}
+	return s.guarded(ctx, "complete", `status = 'SUCCEEDED', result_ref = ?, finish = '', lease_until = NULL,
+ last_error_code = '', last_error = ''`, c.ResultRef, key, fence)
+}
+
+// ClaimFinish takes over a pending finish in one conditional statement
+// (idempotency.DecideFinish in SQL); only when it matched nothing is the
+// record read, to tell in progress from nothing pending.
+func (s *Store) ClaimFinish(ctx context.Context, req idempotency.FinishRequest) (idempotency.ClaimResult, error) {
+	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET lease_owner = ?, lease_try = ?,
+ lease_until = NOW(3) + INTERVAL ? MICROSECOND WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING'
+ AND (lease_until <= NOW(3) OR (? <> '' AND lease_owner = ? AND (? < 0 OR ? > lease_try)))`,
+		req.Owner, req.Try, req.Lease.Microseconds(), req.Key, req.Owner, req.Owner, req.Try, req.Try)
+	if err != nil {
+		return idempotency.ClaimResult{}, mapErr(err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return idempotency.ClaimResult{}, mapErr(err)
+	} else if n == 1 {
+		return idempotency.ClaimResult{Decision: idempotency.DecisionTakeover, LeaseLeft: req.Lease, Source: "mysql",
+			Record: idempotency.Record{Key: req.Key, Status: idempotency.StatusSucceeded, Finish: idempotency.FinishPending,
+				LeaseOwner: req.Owner, LeaseTry: req.Try}}, nil
+	}
+	var now time.Time
+	rec, err := scan(s.db.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record WHERE request_id = ?`,
+		req.Key), &now)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	res := idempotency.ClaimResult{Decision: idempotency.DecideFinish(rec, req, now), Record: rec, Source: "mysql"}
+	if res.Decision.Owned() { // the lease ran out between the two statements: report it held, the caller retries
+		res.Decision = idempotency.DecisionRepeatOther
+	}
+	if rec.Finish == idempotency.FinishPending && rec.LeaseUntil.After(now) {
+		res.LeaseLeft = rec.LeaseUntil.Sub(now)
+	}
+	return res, nil
+}
+
+// Finish ends the pending finish held by owner at try.
+func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *idempotency.Failure) error {
+	set, args := `finish = 'DONE', lease_until = NULL, updated_at = NOW(3)`, []any{}
+	switch {
+	case f != nil && f.Final:
+		set, args = `finish = 'FAILED', lease_until = NULL, last_error_code = ?, last_error = ?, updated_at = NOW(3)`,
+			[]any{f.Code, f.Message}
+	case f != nil: // released: still pending, claimable at once
+		set = `lease_until = NOW(3)`
+	}
+	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`
+ WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND lease_owner = ? AND lease_try = ?`,
+		append(args, key, owner, try)...)
+	if err != nil {
+		return fmt.Errorf("finish: %w", mapErr(err))
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return fmt.Errorf("finish: %w", mapErr(err))
+	} else if n == 0 {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
 }
 
 // Fail records a classified failure.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/llm"
@@ -37,6 +38,7 @@ type App struct {
 	MySQL    *mysqlstore.Store // nil with the embedded store
 	Embedded *boltstore.Store  // nil with MySQL
 	recorder *idempotency.Recorder
+	redis    redis.UniversalClient // nil without a fast layer
 	closers  []func() error
 }
 
@@ -61,7 +63,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 	red.Add(Secrets(cfg)...)
 	var store interface {
 		idempotency.Store
-		handler.MaintStore
+		idempotency.Maintainer
 		idempotency.StatsSink
 	}
 	if cfg.MySQLDSN != "" {
@@ -91,6 +93,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 			return nil, err
 		}
 		a.closers = append(a.closers, rdb.Close)
+		a.redis = rdb
 		fast, err := redisfast.New(rdb, cfg.DedupTTL)
 		if err != nil {
 			a.Close()
@@ -142,10 +145,18 @@ func resultsFor(cfg config.Config) (handler.ResultsFor, error) {
 
 // Warm checks that the durable store answers and is migrated (FC's
 // initializer, and every CLI command that uses the store). Redis is
-// optional: its absence is logged by the engine when it is first used.
+// optional: its absence is logged by the engine when it is first used; a
+// Redis too old for the fast layer's scripts is a configuration error.
 func (a *App) Warm(ctx context.Context) error {
 	if err := a.Ping(ctx); err != nil {
 		return err
+	}
+	if a.redis != nil {
+		if err := redisfast.CheckVersion(ctx, a.redis); errors.Is(err, redisfast.ErrTooOld) {
+			return fmt.Errorf("REDIS_URL: %w", err)
+		} else if err != nil {
+			a.Log.WarnContext(ctx, "fast layer not checked", "error", err.Error())
+		}
 	}
 	if a.MySQL == nil {
 		return nil

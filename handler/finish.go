@@ -1,0 +1,196 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/idemgate/idemgate/handler/event"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/jcs"
+	"github.com/idemgate/idemgate/ossresult"
+)
+
+// storedInput is input.json: what a re-drive needs to run the task again,
+// and what decides whether the task notifies (the first stored input
+// stands, whatever a later double submit says).
+type storedInput struct {
+	TenantID       string          `json:"tenant_id"`
+	TaskType       string          `json:"task_type"`
+	Operation      string          `json:"operation"`
+	InputVersion   string          `json:"input_version"`
+	Input          json.RawMessage `json:"input"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Notify         *event.Notify   `json:"notify,omitempty"`
+}
+
+// inputDoc is input.json of t, canonical JSON.
+func inputDoc(t *event.Task, inputVersion string) ([]byte, error) {
+	doc := map[string]any{"tenant_id": t.TenantID, "task_type": t.TaskType, "operation": t.Operation,
+		"input_version": inputVersion, "input": t.Input}
+	if t.IdempotencyKey != "" {
+		doc["idempotency_key"] = t.IdempotencyKey
+	}
+	if t.Notify != nil {
+		doc["notify"] = t.Notify
+	}
+	return jcs.Marshal(doc)
+}
+
+// saveInput writes t's input.json create-once and returns the notify
+// setting of the input that stands: t's own, or, when a double submit got
+// there first with another notify setting, the stored one.
+func (p *Pipeline) saveInput(ctx context.Context, t *task) (*event.Notify, error) {
+	key, err := ossresult.InputKey(t.d.Key)
+	if err != nil {
+		return nil, idempotency.Final("invalid_request", err)
+	}
+	doc, err := inputDoc(t.Task, t.d.InputVersion)
+	if err != nil {
+		return nil, idempotency.Final("invalid_request", err)
+	}
+	_, err = t.rs.PutOnce(ctx, key, doc, "application/json", t.meta)
+	switch {
+	case err == nil:
+		return t.Notify, nil
+	case errors.Is(err, ossresult.ErrConflict):
+		in, err := readInput(ctx, t.rs, t.d.Key)
+		return in.Notify, err
+	}
+	return nil, classifyResultErr("save input", err)
+}
+
+// readInput reads K's input.json.
+func readInput(ctx context.Context, rs ResultStore, k string) (storedInput, error) {
+	var in storedInput
+	key, err := ossresult.InputKey(k)
+	if err != nil {
+		return in, idempotency.Final("invalid_request", err)
+	}
+	body, _, err := rs.Get(ctx, key)
+	if err != nil {
+		return in, classifyResultErr("read input", err)
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return in, idempotency.Final("bad_input", fmt.Errorf("input.json of %s: %w", k, err))
+	}
+	return in, nil
+}
+
+// salvage completes a key whose attempt budget is spent from the newest
+// output an earlier attempt saved (a worker that died after saving it), or
+// records the budget spent. It never runs a step.
+func (p *Pipeline) salvage(ctx context.Context, rs ResultStore, k string, attempt int) (string, error) {
+	for n := attempt; n >= 1; n-- {
+		key, err := ossresult.AttemptKey(k, n)
+		if err != nil {
+			return "", idempotency.Final("invalid_request", err)
+		}
+		_, _, err = rs.Get(ctx, key)
+		switch {
+		case err == nil:
+			return rs.Ref(key), nil
+		case !errors.Is(err, ossresult.ErrNotFound):
+			return "", classifyResultErr("read prior output", err)
+		}
+	}
+	return "", idempotency.ExhaustedError(attempt)
+}
+
+// finishOwn finishes what this delivery completed (it holds the finish),
+// or, for a retry of the same FC request whose earlier try completed and
+// died, claims the finish first. Any other duplicate leaves the finish to
+// its holder, and past its lease to the sweeper.
+func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempotency.Lease, notify *event.Notify,
+	owner string, try int) error {
+	var f *idempotency.Finisher
+	switch {
+	case l != nil:
+		f = l.Finisher()
+	case try > 0:
+		_, held, err := p.Engine.ClaimFinish(ctx, t.d.Key, owner, try)
+		if err != nil {
+			return err
+		}
+		f = held
+	}
+	if f == nil {
+		return nil
+	}
+	if l == nil || l.Salvage() { // the input was saved by an earlier try: it decides
+		in, err := readInput(ctx, t.rs, t.d.Key)
+		if err != nil {
+			return p.finishFailed(ctx, f, err)
+		}
+		notify = in.Notify
+	}
+	return p.finish(ctx, f, t.rs, o, notify, t.meta)
+}
+
+// finish publishes approved/result.md from the output result_ref names and
+// posts the notification the stored input asks for, then records the finish
+// done. A FINAL failure is recorded (an operator's replay reopens it); a
+// retryable one leaves the finish to the next holder.
+func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs ResultStore, o Outcome, notify *event.Notify,
+	m ossresult.Meta) error {
+	if err := publish(ctx, rs, o.IdempotencyKey, o.ResultRef, m); err != nil {
+		return p.finishFailed(ctx, f, err)
+	}
+	if p.Fault != nil {
+		p.Fault("after_publish")
+	}
+	if notify != nil {
+		if err := p.postNotify(ctx, notify, o); err != nil {
+			return p.finishFailed(ctx, f, err)
+		}
+	}
+	if err := f.Done(ctx); err != nil {
+		// Published and notified; only the record of it is missing. The
+		// finish is taken up again after its lease: a second notification at
+		// worst, with the same Idempotency-Key.
+		p.Log.WarnContext(ctx, "finish done but not recorded", "error", err.Error())
+	}
+	return nil
+}
+
+func (p *Pipeline) finishFailed(ctx context.Context, f *idempotency.Finisher, cause error) error {
+	if err := f.Fail(ctx, cause); err != nil {
+		p.Log.WarnContext(ctx, "finish failure not recorded", "error", err.Error())
+	}
+	return cause
+}
+
+// publish writes approved/result.md from the output object ref names; a
+// create-once object, so publishing again is a no-op.
+func publish(ctx context.Context, rs ResultStore, k, ref string, m ossresult.Meta) error {
+	outKey, ok := strings.CutPrefix(ref, strings.TrimSuffix(rs.Ref("x"), "x"))
+	if !ok {
+		return idempotency.Final("bad_output", fmt.Errorf("result_ref %s is not an object of this result store", ref))
+	}
+	body, _, err := rs.Get(ctx, outKey)
+	if err != nil {
+		return classifyResultErr("read output", err)
+	}
+	var out Output
+	if err := json.Unmarshal(body, &out); err != nil {
+		return idempotency.Final("bad_output", fmt.Errorf("attempt output %s: %w", outKey, err))
+	}
+	key, err := ossresult.ApprovedKey(k)
+	if err != nil {
+		return idempotency.Final("invalid_request", err)
+	}
+	if _, err := rs.PutOnce(ctx, key, []byte(out.Text), "text/markdown; charset=utf-8", m); err != nil {
+		return classifyResultErr("publish", err)
+	}
+	return nil
+}
+
+func (p *Pipeline) postNotify(ctx context.Context, n *event.Notify, o Outcome) error {
+	if p.Notify == nil {
+		return idempotency.Final("invalid_request", errors.New("notify is not configured"))
+	}
+	body, _ := json.Marshal(o)
+	return p.Notify.Post(ctx, n.URL, o.IdempotencyKey, o.RequestID, body)
+}

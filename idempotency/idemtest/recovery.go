@@ -1,0 +1,185 @@
+package idemtest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+)
+
+// Cases of the recovery paths: a budget spent under a dead worker, results
+// a record cannot hold, the finish that follows a completion, and claims
+// that carry no owner.
+
+// expireTwice leaves key RUNNING under a dead worker's expired lease at
+// attempt 2 (the budget of engines built WithMaxAttempts(2)).
+func expireTwice(t *testing.T, e *idempotency.Engine, key string) {
+	claim(t, e, short(req(key, "a")))
+	time.Sleep(shortLease + 150*time.Millisecond)
+	if _, l := claim(t, e, short(req(key, "b"))); l == nil {
+		t.Fatal("no takeover")
+	}
+	time.Sleep(shortLease + 150*time.Millisecond)
+}
+
+// expiredExhausted: with the budget spent, Do does not run fn again: the key
+// ends FAILED_FINAL attempts_exhausted.
+func expiredExhausted(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithMaxAttempts(2))
+	key := NewKey()
+	expireTwice(t, e, key)
+	var runs atomic.Int32
+	out, err := e.Do(context.Background(), req(key, "c"), func(context.Context, *idempotency.Lease) (string, error) {
+		runs.Add(1)
+		return "ref", nil
+	})
+	want(t, "runs", runs.Load(), 0)
+	var ie *idempotency.Error
+	if !errors.As(err, &ie) || ie.Code != idempotency.ExhaustedCode || ie.Retryable() {
+		t.Fatalf("err %v", err)
+	}
+	want(t, "status", out.Status, idempotency.StatusFailedFinal)
+	rec := get(t, e, key)
+	want(t, "stored status", rec.Status, idempotency.StatusFailedFinal)
+	want(t, "code", rec.LastErrorCode, idempotency.ExhaustedCode)
+	want(t, "attempts", rec.Attempt, 2)
+}
+
+// salvaged: a caller that can complete from saved work (AllowSalvage) gets a
+// salvage lease without a new attempt, and completes.
+func salvaged(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithMaxAttempts(2))
+	key := NewKey()
+	expireTwice(t, e, key)
+	r := req(key, "c")
+	r.AllowSalvage = true
+	out, err := e.Do(context.Background(), r, func(_ context.Context, l *idempotency.Lease) (string, error) {
+		if !l.Salvage() {
+			return "", errors.New("not a salvage lease")
+		}
+		return "saved-by-attempt-2", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "status", out.Status, idempotency.StatusSucceeded)
+	rec := get(t, e, key)
+	want(t, "attempts (no new one)", rec.Attempt, 2)
+	want(t, "fence (the salvage's own)", rec.Fence, int64(3))
+	want(t, "result", rec.ResultRef, "saved-by-attempt-2")
+}
+
+// resultTooLarge: a result over MaxResultRef is recorded FAILED_FINAL
+// result_too_large on every store alike, and the work never runs again.
+func resultTooLarge(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	var runs atomic.Int32
+	big := strings.Repeat("x", idempotency.MaxResultRef+1)
+	fn := func(context.Context, *idempotency.Lease) (string, error) { runs.Add(1); return big, nil }
+	for _, owner := range []string{"a", "b", "a"} {
+		_, err := e.Do(context.Background(), req(key, owner), fn)
+		var ie *idempotency.Error
+		if !errors.As(err, &ie) || ie.Code != idempotency.ResultTooLargeCode || ie.Retryable() {
+			t.Fatalf("%s: err %v", owner, err)
+		}
+	}
+	want(t, "runs", runs.Load(), 1)
+	rec := get(t, e, key)
+	want(t, "status", rec.Status, idempotency.StatusFailedFinal)
+	want(t, "code", rec.LastErrorCode, idempotency.ResultTooLargeCode)
+	// A step's result obeys the same limit.
+	_, l := claim(t, e, req(NewKey(), "s"))
+	if _, err := l.Step(context.Background(), "big", func(context.Context) (string, error) { return big, nil }); err == nil {
+		t.Fatal("a step result over the limit was kept")
+	}
+	exact := strings.Repeat("y", idempotency.MaxResultRef)
+	if out, err := l.Step(context.Background(), "exact", func(context.Context) (string, error) { return exact, nil }); err != nil || out != exact {
+		t.Fatalf("a step result of exactly the limit: %v", err)
+	}
+}
+
+// finishOnce: a completion with FinishAfter leaves a finish pending under
+// the completing owner; nobody else takes it while its lease runs, the
+// owner's later try does at once, a copy of its try does not, and after
+// Done nothing is pending. A holder that died is replaced after its lease.
+func finishOnce(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	key := NewKey()
+	r := req(key, "a")
+	r.Try, r.FinishAfter = 0, true
+	_, l := claim(t, e, r)
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	f := l.Finisher()
+	if f == nil {
+		t.Fatal("no finisher after a FinishAfter completion")
+	}
+	rec := get(t, e, key)
+	want(t, "finish", rec.Finish, idempotency.FinishPending)
+	for _, c := range []struct {
+		owner string
+		try   int
+		want  idempotency.Decision
+	}{{"b", 0, idempotency.DecisionRepeatOther}, {"a", 0, idempotency.DecisionRepeatOther}} {
+		res, g, err := e.ClaimFinish(ctx, key, c.owner, c.try)
+		if err != nil || g != nil || res.Decision != c.want {
+			t.Fatalf("%s/%d: %s %v", c.owner, c.try, res.Decision, err)
+		}
+	}
+	res, g, err := e.ClaimFinish(ctx, key, "a", 1) // the same request, retried
+	if err != nil || g == nil {
+		t.Fatalf("the owner's later try: %s %v", res.Decision, err)
+	}
+	if err := f.Done(ctx); !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Fatalf("the replaced holder finished: %v", err)
+	}
+	if err := g.Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "finish", get(t, e, key).Finish, idempotency.FinishDone)
+	if res, g, _ := e.ClaimFinish(ctx, key, "c", 0); g != nil || res.Decision != idempotency.DecisionRepeatDone {
+		t.Fatalf("after done: %s", res.Decision)
+	}
+	// A dead holder: its finish is claimed after its lease.
+	key2 := NewKey()
+	r2 := short(req(key2, "d"))
+	r2.FinishAfter = true
+	_, l2 := claim(t, e, r2)
+	if err := l2.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(shortLease + 150*time.Millisecond)
+	if res, g, err := e.ClaimFinish(ctx, key2, "sweeper", -1); err != nil || g == nil {
+		t.Fatalf("after the holder's lease: %s %v", res.Decision, err)
+	} else if err := g.Fail(ctx, idempotency.Final("notify_forbidden", errors.New("host not allowed"))); err != nil {
+		t.Fatal(err)
+	}
+	rec = get(t, e, key2)
+	want(t, "failed finish", rec.Finish, idempotency.FinishFailed)
+	want(t, "its code", rec.LastErrorCode, "notify_forbidden")
+	want(t, "the result stands", rec.Status, idempotency.StatusSucceeded)
+}
+
+// emptyOwner: a claim that carries no owner (a request without an id) is
+// nobody's: a second one never takes its live lease over.
+func emptyOwner(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	r := req(key, "")
+	r.Try = -1
+	if _, l := claim(t, e, r); l == nil {
+		t.Fatal("first claim not owned")
+	}
+	res, l := claim(t, e, r)
+	if l != nil {
+		t.Fatalf("an empty owner took a live lease over: %s", res.Decision)
+	}
+	want(t, "decision", res.Decision, idempotency.DecisionRepeatOther)
+}
