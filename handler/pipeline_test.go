@@ -37,9 +37,15 @@ func (m *model) Complete(ctx context.Context, r llm.Request) (llm.Response, erro
 	return llm.Response{Text: fmt.Sprintf("answer %d", n), Model: "scripted"}, nil
 }
 
+// durable is a store with its maintenance side, as the pipeline uses it.
+type durable interface {
+	idempotency.Store
+	idempotency.Maintainer
+}
+
 type rig struct {
 	p     *handler.Pipeline
-	store *boltstore.Store
+	store durable
 	dir   string
 	m     *model
 }
@@ -51,6 +57,11 @@ func newRig(t *testing.T, m *model, opts ...idempotency.Option) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	return newRigOn(t, store, dir, m, opts...)
+}
+
+// newRigOn builds the pipeline on store, with results under dir.
+func newRigOn(t *testing.T, store durable, dir string, m *model, opts ...idempotency.Option) *rig {
 	local, err := ossresult.NewLocal(filepath.Join(dir, "results"))
 	if err != nil {
 		t.Fatal(err)

@@ -32,13 +32,5 @@ func TestConformanceRedisMySQL(t *testing.T) {
 }
 
 func TestMaintenanceMySQL(t *testing.T) {
-	s, err := mysqlstore.Open(testenv.FreshMySQLDSN(t), mysqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	idemtest.RunMaintenance(t, s)
+	idemtest.RunMaintenance(t, testenv.FreshMySQLStore(t))
 }

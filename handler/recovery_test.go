@@ -1,0 +1,444 @@
+package handler_test
+
+// Regression tests of the recovery paths, one per reviewed interleaving:
+// each reproduces the case as it was reported and holds on the embedded
+// store and on MySQL (and, where Redis takes part, with Redis). The
+// recovery explorer (handler/explore) searches the whole class.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/handler/llm"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/keys"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
+	"github.com/idemgate/idemgate/ossresult"
+)
+
+// onStores runs fn on the embedded store and on MySQL (a database of its
+// own: the sweeper scans whole tables).
+func onStores(t *testing.T, fn func(t *testing.T, store durable, dir string)) {
+	t.Run("embedded", func(t *testing.T) {
+		dir := t.TempDir()
+		s, err := boltstore.Open(filepath.Join(dir, "state"), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		fn(t, s, dir)
+	})
+	t.Run("mysql", func(t *testing.T) { fn(t, testenv.FreshMySQLStore(t), t.TempDir()) })
+}
+
+// taskBody is a task event; notifyURL "" leaves notify out.
+func taskBody(id string, data map[string]any, notifyURL string) []byte {
+	if notifyURL != "" {
+		data["notify"] = map[string]any{"url": notifyURL}
+	}
+	b, _ := json.Marshal(map[string]any{"id": id, "source": "test", "specversion": "1.0", "type": "idemgate:Task:Submitted",
+		"datacontenttype": "application/json", "data": data})
+	return b
+}
+
+func summarizeData(content string) map[string]any {
+	return map[string]any{"tenant_id": "t1", "task_type": "summarize", "operation": "summarize",
+		"input": map[string]any{"content": content}}
+}
+
+func derive(t *testing.T, data map[string]any) keys.Derived {
+	t.Helper()
+	in, _ := json.Marshal(data["input"])
+	f := keys.Fields{TenantID: data["tenant_id"].(string), TaskType: data["task_type"].(string),
+		Operation: data["operation"].(string), Input: in}
+	if v, ok := data["idempotency_key"].(string); ok {
+		f.IdempotencyKey = v
+	}
+	if v, ok := data["input_version"].(string); ok {
+		f.InputVersion = v
+	}
+	d, err := keys.Derive(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// failOnce fails, once, the first store call that keeps the books of a
+// notification after the completion: the notify step's claim (as the
+// pipeline kept it before) or the finish's end (as it keeps it now).
+type failOnce struct {
+	durable
+	notifyKey, key string
+	done           atomic.Bool
+}
+
+var errDropped = errors.New("driver: bad connection")
+
+func (f *failOnce) ClaimStep(ctx context.Context, fence int64, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	if req.Key == f.notifyKey && f.done.CompareAndSwap(false, true) {
+		return idempotency.ClaimResult{}, errDropped
+	}
+	return f.durable.ClaimStep(ctx, fence, req)
+}
+
+func (f *failOnce) Finish(ctx context.Context, key, owner string, try int, fl *idempotency.Failure) error {
+	if key == f.key && f.done.CompareAndSwap(false, true) {
+		return errDropped
+	}
+	return f.durable.Finish(ctx, key, owner, try, fl)
+}
+
+// Case 1: the sweeper completes a task whose stored input asks for notify,
+// and the write that keeps the books of the notification fails once: the
+// notification is still sent, or the sweeper lists the key until it is.
+func TestNotifyIntentSurvivesAFailedWriteAfterTheSweeperCompletes(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
+			if n == 1 {
+				return llm.Response{}, idempotency.Retryable("rate_limited", errors.New("429"))
+			}
+			return llm.Response{Text: "summary"}, nil
+		}}
+		data := summarizeData("notify after a sweep")
+		d := derive(t, data)
+		fo := &failOnce{durable: store, notifyKey: keys.OpKey(d.Key, "notify"), key: d.Key}
+		rg := newRigOn(t, fo, dir, m, idempotency.WithLease(300*time.Millisecond))
+		n := &notifier{}
+		rg.p.Notify = n
+		body := taskBody("ev-1", data, "https://hook.test/x")
+		if r := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: 0}); r.Status != 404 {
+			t.Fatalf("try 0: %s", r.Body)
+		}
+		for range 4 { // the timer, a minute apart; a held finish is taken up after its lease
+			if _, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(350 * time.Millisecond)
+		}
+		if !fo.done.Load() {
+			t.Fatal("the bookkeeping write never failed: the test did not test anything")
+		}
+		rec, _ := store.Get(context.Background(), d.Key)
+		if rec.Status != idempotency.StatusSucceeded || n.posts.Load() == 0 {
+			t.Fatalf("record %s, notifications %d", rec.Status, n.posts.Load())
+		}
+	})
+}
+
+// Case 2: a delivery claims and dies before saving input.json; the sweeper
+// finds the expired claim before FC's retry (which, for a hung instance,
+// comes after the function timeout). It must leave the key to that retry.
+func TestSweeperLeavesACrashedDeliveryToFCsRetry(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(200*time.Millisecond))
+		data := summarizeData("crashed before its input")
+		d := derive(t, data)
+		if _, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
+			Owner: "r1", Try: 0}); err != nil || l == nil {
+			t.Fatalf("claim: %v", err)
+		} // … and the process dies here.
+		time.Sleep(250 * time.Millisecond)
+		rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, _ := store.Get(context.Background(), d.Key); rec.Status == idempotency.StatusFailedFinal {
+			t.Fatalf("the sweeper dead-lettered a delivery FC still retries: %+v", rep)
+		}
+		if rep.Deferred != 1 {
+			t.Fatalf("report %+v: want the record set aside, and said so", rep)
+		}
+		o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-1", data, ""), handler.Meta{RequestID: "r1", RetryCount: 1}))
+		if o.Status != "SUCCEEDED" {
+			t.Fatalf("FC's retry: %+v", o)
+		}
+	})
+}
+
+// Case 3: A (explicit key order-42) fails FINAL; B reuses the key with
+// another input, is refused payload_mismatch and dead-letters. Replaying B's
+// dead letter must change nothing of A's record, and say why.
+func TestReplayOfAMismatchedDeadLetterChangesNothing(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) {
+			return llm.Response{}, idempotency.Final("policy_rejected", errors.New("content policy"))
+		}}
+		rg := newRigOn(t, store, dir, m)
+		a, b := summarizeData("document A"), summarizeData("document B")
+		a["idempotency_key"], b["idempotency_key"] = "order-42", "order-42"
+		da, db := derive(t, a), derive(t, b)
+		rg.p.Handle(context.Background(), taskBody("ev-a", a, ""), handler.Meta{RequestID: "ra"})
+		if o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-b", b, ""), handler.Meta{RequestID: "rb"})); o.ErrorType != "payload_mismatch" {
+			t.Fatalf("B: %+v", o)
+		}
+		before, _ := store.Get(context.Background(), da.Key)
+		outs, err := rg.p.ReplayDLQ(context.Background(), taskBody("ev-b", b, ""), handler.ReplayRequest{Reason: "r", Operator: "op"}, handler.Meta{})
+		if err != nil || len(outs) != 1 || outs[0].ErrorType != "payload_mismatch" ||
+			!strings.Contains(outs[0].ErrorMessage, da.PayloadHash) || !strings.Contains(outs[0].ErrorMessage, db.PayloadHash) {
+			t.Fatalf("replay of B: %+v %v", outs, err)
+		}
+		after, _ := store.Get(context.Background(), da.Key)
+		if after.Status != before.Status || after.Fence != before.Fence || after.Attempt != before.Attempt {
+			t.Fatalf("A's record changed: %s@%d → %s@%d", before.Status, before.Fence, after.Status, after.Fence)
+		}
+		if rps, _ := store.Replays(context.Background(), da.Key); len(rps) != 0 {
+			t.Fatalf("a refused replay was audited against A: %+v", rps)
+		}
+		if _, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if m.calls.Load() != 1 {
+			t.Fatalf("model calls %d: A's FINAL task ran again", m.calls.Load())
+		}
+	})
+}
+
+// Case 4: records whose input.json was never saved (an object-store outage)
+// are older than a task the sweeper can re-drive; with a limit of 2 they must
+// not hold the head of the queue for an hour.
+func TestSweeperIsNotHeldByRecordsWithoutInput(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		rg := newRigOn(t, store, dir, &model{})
+		base, _ := rg.p.Results(context.Background(), handler.Credentials{})
+		flaky := &flakyInput{ResultStore: base}
+		flaky.fails.Store(2)
+		rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) { return flaky, nil }
+		for i := range 2 {
+			body := taskBody(fmt.Sprintf("ev-x%d", i), summarizeData(fmt.Sprintf("no input %d", i)), "")
+			if o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: fmt.Sprintf("x%d", i)})); o.Status != "FAILED_RETRYABLE" {
+				t.Fatalf("x%d: %+v", i, o)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		var crash atomic.Bool
+		crash.Store(true)
+		rg.p.Fault = func(point string) {
+			if point == "after_output" && crash.CompareAndSwap(true, false) {
+				panic("the worker dies after saving its output")
+			}
+		}
+		y := summarizeData("has its input")
+		rg.p.Handle(context.Background(), taskBody("ev-y", y, ""), handler.Meta{RequestID: "y"})
+		var reps []handler.SweepReport
+		for range 2 {
+			rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reps = append(reps, rep)
+		}
+		if rec, _ := store.Get(context.Background(), derive(t, y).Key); rec.Status != idempotency.StatusSucceeded {
+			t.Fatalf("the re-drivable task is %s after two sweeps: %+v", rec.Status, reps)
+		}
+		if reps[0].Deferred != 2 {
+			t.Fatalf("first sweep %+v: want the two records without input set aside, and counted", reps[0])
+		}
+	})
+}
+
+// gatedFast holds the first Publish of a terminal state until released:
+// a duplicate that read the record from the store and stalls before
+// mirroring it.
+type gatedFast struct {
+	idempotency.FastLayer
+	once    sync.Once
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedFast) Publish(ctx context.Context, rec idempotency.Record, left time.Duration) error {
+	if rec.Status.Terminal() {
+		first := false
+		g.once.Do(func() { first = true })
+		if first {
+			close(g.reached)
+			<-g.release
+			ctx = context.Background() // the engine's bound ran out meanwhile; the late write goes out anyway
+		}
+	}
+	return g.FastLayer.Publish(ctx, rec, left)
+}
+
+// beforeReplayClaim runs hook when a replay first claims through the fast
+// layer.
+type beforeReplayClaim struct {
+	idempotency.FastLayer
+	once sync.Once
+	hook func()
+}
+
+func (b *beforeReplayClaim) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (idempotency.FastAnswer, error) {
+	if strings.HasPrefix(owner, "replay:") {
+		b.once.Do(b.hook)
+	}
+	return b.FastLayer.Claim(ctx, key, owner, try, ph, lease)
+}
+
+// Case 5: a duplicate reads FAILED_FINAL from the store (its Redis entry
+// expired) and stalls before mirroring it; an operator replays the key; the
+// duplicate's late publish must not land over the replay, or Redis answers
+// the old final state while the store re-runs the task.
+func TestReplayFencesOutALateRedisPublish(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		fast, err := redisfast.New(rdb, redisfast.MaxTTL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
+			if n == 1 {
+				return llm.Response{}, idempotency.Final("policy_rejected", errors.New("content policy"))
+			}
+			return llm.Response{Text: "fixed"}, nil
+		}}
+		gate := &gatedFast{FastLayer: fast, reached: make(chan struct{}), release: make(chan struct{})}
+		published := make(chan struct{})
+		hooked := &beforeReplayClaim{FastLayer: fast, hook: func() { close(gate.release); <-published }}
+		rg := newRigOn(t, store, dir, m, idempotency.WithFastLayer(hooked), idempotency.WithFastTimeout(5*time.Second))
+		data := summarizeData(fmt.Sprintf("replayed %d", time.Now().UnixNano()))
+		d := derive(t, data)
+		body := taskBody("ev-1", data, "")
+		if o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"})); o.Status != "FAILED_FINAL" {
+			t.Fatalf("first: %+v", o)
+		}
+		if err := fast.Forget(context.Background(), d.Key); err != nil { // its entry expired
+			t.Fatal(err)
+		}
+		dup := idempotency.New(store, idempotency.WithFastLayer(gate), idempotency.WithFastTimeout(5*time.Second))
+		go func() {
+			defer close(published)
+			_, _, _ = dup.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash, Owner: "d", Try: -1})
+		}()
+		<-gate.reached
+		o, err := rg.p.ReplayKey(context.Background(), d.Key, handler.ReplayRequest{Reason: "policy fixed", Operator: "op"},
+			handler.Meta{RetryCount: -1})
+		if err != nil || o.Status != "SUCCEEDED" {
+			t.Fatalf("replay: %+v %v", o, err)
+		}
+		res, _, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
+			Owner: "later", Try: -1})
+		if err != nil || res.Record.Status != idempotency.StatusSucceeded {
+			t.Fatalf("a later duplicate was answered %s by %s", res.Record.Status, res.Source)
+		}
+	})
+}
+
+// Case 6: D1 (notify) saves input.json and dies; D2, the same action
+// without notify, takes over and completes. The stored input decides.
+func TestDoubleSubmitWithoutNotifyKeepsTheStoredNotify(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		rg := newRigOn(t, store, dir, &model{})
+		n := &notifier{}
+		rg.p.Notify = n
+		var die atomic.Bool
+		die.Store(true)
+		rg.p.Fault = func(point string) {
+			if point == "before_steps" && die.CompareAndSwap(true, false) {
+				panic("D1 dies after saving its input")
+			}
+		}
+		data := summarizeData("double submit")
+		rg.p.Handle(context.Background(), taskBody("ev-1", summarizeData("double submit"), "https://hook.test/x"), handler.Meta{RequestID: "d1"})
+		o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-2", data, ""), handler.Meta{RequestID: "d2"}))
+		if o.Status != "SUCCEEDED" || n.posts.Load() != 1 {
+			t.Fatalf("D2 %+v, notifications %d (the stored input asks for one)", o, n.posts.Load())
+		}
+	})
+}
+
+// Case 7: invocations without a request id (no x-fc-request-id) must not
+// take each other's live lease.
+func TestInvocationsWithoutARequestIDDoNotShareALease(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		release := make(chan struct{})
+		m := &model{fn: func(ctx context.Context, n int32, _ llm.Request) (llm.Response, error) {
+			if n == 1 {
+				<-release
+			}
+			return llm.Response{Text: fmt.Sprintf("call %d", n)}, nil
+		}}
+		rg := newRigOn(t, store, dir, m)
+		body := taskBody("ev-1", summarizeData("no request id"), "")
+		done := make(chan handler.Reply, 1)
+		go func() { done <- rg.p.Handle(context.Background(), body, handler.Meta{RetryCount: -1}) }()
+		for m.calls.Load() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RetryCount: -1}))
+		close(release)
+		<-done
+		if o.Decision != "REPEAT_OTHER" || m.calls.Load() != 1 {
+			t.Fatalf("second invocation %+v, model calls %d", o, m.calls.Load())
+		}
+	})
+}
+
+// Exhaustion of a key whose last attempt saved its output and died before
+// completing: FC's retry completes from that output, without the model.
+func TestLastAttemptThatSavedItsOutputCompletes(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		m := &model{}
+		rg := newRigOn(t, store, dir, m, idempotency.WithMaxAttempts(1), idempotency.WithLease(200*time.Millisecond))
+		data := summarizeData("salvaged")
+		d := derive(t, data)
+		if _, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
+			Owner: "r1", Try: 0}); err != nil || l == nil {
+			t.Fatalf("claim: %v", err)
+		}
+		rs, _ := rg.p.Results(context.Background(), handler.Credentials{})
+		in, _ := json.Marshal(map[string]any{"tenant_id": "t1", "task_type": "summarize", "operation": "summarize",
+			"input_version": d.InputVersion, "input": data["input"]})
+		inKey, _ := ossresult.InputKey(d.Key)
+		if _, err := rs.PutOnce(context.Background(), inKey, in, "application/json", ossresult.Meta{IdempotencyKey: d.Key}); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := json.Marshal(handler.Output{IdempotencyKey: d.Key, Attempt: 1, Text: "saved before the crash"})
+		outKey, _ := ossresult.AttemptKey(d.Key, 1)
+		if _, err := rs.PutOnce(context.Background(), outKey, out, "application/json", ossresult.Meta{IdempotencyKey: d.Key}); err != nil {
+			t.Fatal(err)
+		} // … and the process dies before completing.
+		time.Sleep(250 * time.Millisecond)
+		o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-1", data, ""), handler.Meta{RequestID: "r1", RetryCount: 1}))
+		if o.Status != "SUCCEEDED" || o.ErrorType != "" || o.Attempt != 1 || !strings.HasSuffix(o.ResultRef, outKey) || m.calls.Load() != 0 {
+			t.Fatalf("retry %+v, model calls %d", o, m.calls.Load())
+		}
+		approved, _ := ossresult.ApprovedKey(d.Key)
+		if b, _, err := rs.Get(context.Background(), approved); err != nil || string(b) != "saved before the crash" {
+			t.Fatalf("approved %q %v", b, err)
+		}
+	})
+}
+
+// The same explicit key and input_version with another input is another
+// payload: refused, not answered as a duplicate of the first.
+func TestSameKeyAndInputVersionWithAnotherInputIsAMismatch(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		rg := newRigOn(t, store, dir, &model{})
+		a, b := summarizeData("first input"), summarizeData("second input")
+		for _, d := range []map[string]any{a, b} {
+			d["idempotency_key"], d["input_version"] = "k-1", "v1"
+		}
+		if o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-a", a, ""), handler.Meta{RequestID: "a"})); o.Status != "SUCCEEDED" {
+			t.Fatalf("first: %+v", o)
+		}
+		if o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-b", b, ""), handler.Meta{RequestID: "b"})); o.ErrorType != "payload_mismatch" {
+			t.Fatalf("second: %+v", o)
+		}
+	})
+}
