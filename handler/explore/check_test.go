@@ -1,0 +1,172 @@
+package explore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/ossresult"
+)
+
+// The invariants checked at the moment they could break.
+
+// checkFastAnswer: a terminal state answered by Redis is the one the
+// durable store holds (Redis never contradicts the store).
+func (w *world) checkFastAnswer(a *actor, key string, ans idempotency.FastAnswer) {
+	if w.now < w.staleUntil[key] {
+		return
+	}
+	rec, err := w.be.store.Get(context.Background(), key)
+	if err != nil {
+		w.violate("%s: Redis answered %s@%d for a key the store does not hold (%v)", a.name, ans.Verdict, ans.Record.Fence, err)
+		return
+	}
+	if string(rec.Status) != string(ans.Verdict) || rec.Fence != ans.Record.Fence || rec.ResultRef != ans.Record.ResultRef {
+		w.violate("%s: Redis answered %s@%d while the store holds %s@%d", a.name, ans.Verdict, ans.Record.Fence,
+			rec.Status, rec.Fence)
+	}
+}
+
+// checkReset: a replay never changes a record whose payload hash differs
+// from the replayed event's.
+func (w *world) checkReset(a *actor, key string, before idempotency.Record) {
+	after, err := w.be.store.Get(context.Background(), key)
+	if err != nil || before.Status == "" {
+		return
+	}
+	changed := after.Status != before.Status || after.Fence != before.Fence || after.Attempt != before.Attempt
+	if changed {
+		w.resets[key]++
+	}
+	if want, ok := a.expect[key]; ok && want != before.PayloadHash && changed {
+		w.violate("%s: replay of a dead letter with payload %s reset %s (payload %s): %s → %s", a.name, want[:8], key,
+			before.PayloadHash[:8], before.Status, after.Status)
+	}
+}
+
+// checkFail: a FINAL answer of the model is recorded FINAL by the attempt
+// that got it (then no later attempt pays for the same refusal again).
+func (w *world) checkFail(a *actor, key string, f idempotency.Failure) {
+	k := w.parent[key]
+	if a.modelFinal[k] && !f.Final {
+		w.violate("%s: the model refused %s for good, and %s was recorded %s (retryable)", a.name, k, key, f.Code)
+	}
+}
+
+// checkAbandon: the sweeper gives a key up for a missing input only when no
+// delivery of its event is still to be retried by FC.
+func (w *world) checkAbandon(a *actor, key string) {
+	for _, b := range w.actors {
+		if b.kind != kindTry || b.d.spec.k.Key != key || b.d.resolved || b.state == ended || b.timedOut {
+			continue
+		}
+		w.violate("%s: recorded %s FAILED_FINAL input_missing while FC still delivers %s", a.name, key, b.name)
+		return
+	}
+}
+
+// The invariants checked when the world has drained and the sweeper has run
+// to a standstill.
+func (w *world) checkEnd() {
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for _, s := range w.specs {
+		k := s.k.Key
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		rec, err := w.be.store.Get(ctx, k)
+		if errors.Is(err, idempotency.ErrNotFound) {
+			if len(w.successes[k]) > 0 {
+				w.violate("%s answered SUCCEEDED but has no record", k)
+			}
+			continue
+		}
+		if err != nil {
+			w.t.Fatalf("seed %d: get %s: %v", w.seed, k, err)
+		}
+		w.checkRecord(rec)
+	}
+	for k, n := range w.notes.posts {
+		if !seen[k] {
+			w.violate("a notification carried %s, which is no business key of this world (%d posts)", k, n)
+		}
+	}
+}
+
+func (w *world) checkRecord(rec idempotency.Record) {
+	k := rec.Key
+	if !rec.Status.Terminal() {
+		w.violate("%s ended %s (attempt %d, fence %d, %s)", k, rec.Status, rec.Attempt, rec.Fence, rec.LastErrorCode)
+		return
+	}
+	calls, resets := w.model.calls[k], w.resets[k]
+	if calls > rec.Attempt {
+		w.violate("%s: %d model calls for %d recorded attempts", k, calls, rec.Attempt)
+	}
+	if rec.Attempt > maxAttempts+resets {
+		w.violate("%s: %d attempts, budget %d + %d replays", k, rec.Attempt, maxAttempts, resets)
+	}
+	if rec.Status == idempotency.StatusSucceeded {
+		w.checkSucceeded(rec)
+	}
+}
+
+// checkSucceeded: one approved object, equal to the output result_ref names;
+// every success answer named that result_ref; notified if the stored input
+// asks for it.
+func (w *world) checkSucceeded(rec idempotency.Record) {
+	ctx, k := context.Background(), rec.Key
+	for _, ref := range w.successes[k] {
+		if ref != rec.ResultRef {
+			w.violate("%s: a success answer named %s, the record %s", k, ref, rec.ResultRef)
+		}
+	}
+	outKey := strings.TrimPrefix(rec.ResultRef, w.results.Ref("")+"/")
+	body, _, err := w.results.Get(ctx, outKey)
+	if err != nil {
+		w.violate("%s: result_ref %s: %v", k, rec.ResultRef, err)
+		return
+	}
+	var out handler.Output
+	_ = json.Unmarshal(body, &out)
+	approvedKey, _ := ossresult.ApprovedKey(k)
+	approved, _, err := w.results.Get(ctx, approvedKey)
+	switch {
+	case err != nil:
+		w.violate("%s: SUCCEEDED without its approved object: %v", k, err)
+	case string(approved) != out.Text:
+		w.violate("%s: approved object %q is not the output result_ref names (%q)", k, approved, out.Text)
+	}
+	inputKey, _ := ossresult.InputKey(k)
+	in, _, err := w.results.Get(ctx, inputKey)
+	if err != nil {
+		w.violate("%s: SUCCEEDED without input.json: %v", k, err)
+		return
+	}
+	var doc struct {
+		Notify *struct{ URL string } `json:"notify"`
+	}
+	_ = json.Unmarshal(in, &doc)
+	if doc.Notify != nil && w.notes.posts[k] == 0 {
+		w.violate("%s: SUCCEEDED by %s%s, its stored input asks for notify, and nothing was posted", k, rec.LeaseOwner,
+			w.ownerNotify(rec.LeaseOwner))
+	}
+}
+
+// ownerNotify says whether the FC delivery named owner carried notify.
+func (w *world) ownerNotify(owner string) string {
+	for _, d := range w.deliveries {
+		if d.reqID == owner {
+			if strings.Contains(string(d.body), `"notify"`) {
+				return " (its event asks for notify)"
+			}
+			return " (a double submit without notify)"
+		}
+	}
+	return ""
+}

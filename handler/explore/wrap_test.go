@@ -1,0 +1,244 @@
+package explore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemgate/idemgate/handler/llm"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/ossresult"
+)
+
+// Every call a process makes to the outside goes through call: a yield
+// before (where the call may be failed instead of made) and after (where it
+// may be reported failed although it happened: a commit whose answer was
+// lost), and nothing at all once the process is dead.
+var (
+	errDead     = errors.New("explore: the process is dead")
+	errInjected = errors.New("explore: injected failure")
+)
+
+func call(a *actor, point string, failure error, fn func() error) error {
+	if a.dead.Load() {
+		return errDead
+	}
+	if a.yield(point, failure != nil) == fail {
+		return failure
+	}
+	err := fn()
+	if a.yield(point+" done", failure != nil) == fail && err == nil {
+		return failure
+	}
+	return err
+}
+
+// storeErr is a dropped connection, as the driver reports it.
+var storeErr = fmt.Errorf("%w: driver: bad connection", errInjected)
+
+// durable is what the pipeline needs of a store.
+type durable interface {
+	idempotency.Store
+	idempotency.Maintainer
+}
+
+type storeW struct {
+	a *actor
+	s durable
+}
+
+func (s *storeW) w() *world { return s.a.w }
+
+func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r idempotency.ClaimResult, err error) {
+	err = call(s.a, "store.Claim "+req.Key, storeErr, func() error { r, err = s.s.Claim(ctx, req); return err })
+	return r, err
+}
+
+func (s *storeW) ClaimStep(ctx context.Context, fence int64, req idempotency.ClaimRequest) (r idempotency.ClaimResult, err error) {
+	err = call(s.a, "store.ClaimStep "+req.Key, storeErr, func() error { r, err = s.s.ClaimStep(ctx, fence, req); return err })
+	if r.Decision == idempotency.DecisionRepeatOther {
+		// The engine would sleep out another owner's step lease in real
+		// time; here it finds the step in progress at once, as when the
+		// lease outlasts its deadline.
+		r.LeaseLeft = 0
+	}
+	return r, err
+}
+
+func (s *storeW) Renew(ctx context.Context, key string, fence int64, d time.Duration) error {
+	return call(s.a, "store.Renew "+key, storeErr, func() error { return s.s.Renew(ctx, key, fence, d) })
+}
+
+func (s *storeW) Complete(ctx context.Context, key string, fence int64, c idempotency.Completion) error {
+	return call(s.a, "store.Complete "+key, storeErr, func() error { return s.s.Complete(ctx, key, fence, c) })
+}
+
+func (s *storeW) ClaimFinish(ctx context.Context, req idempotency.FinishRequest) (r idempotency.ClaimResult, err error) {
+	err = call(s.a, "store.ClaimFinish "+req.Key, storeErr, func() error { r, err = s.s.ClaimFinish(ctx, req); return err })
+	return r, err
+}
+
+func (s *storeW) Finish(ctx context.Context, key, owner string, try int, f *idempotency.Failure) error {
+	return call(s.a, "store.Finish "+key, storeErr, func() error { return s.s.Finish(ctx, key, owner, try, f) })
+}
+
+func (s *storeW) Defer(ctx context.Context, rec idempotency.Record, d time.Duration) error {
+	return call(s.a, "store.Defer "+rec.Key, storeErr, func() error { return s.s.Defer(ctx, rec, d) })
+}
+
+func (s *storeW) Fail(ctx context.Context, key string, fence int64, f idempotency.Failure) error {
+	return call(s.a, "store.Fail "+key+" "+f.Code, storeErr, func() error {
+		if f.Final && f.Code == "input_missing" {
+			s.w().checkAbandon(s.a, key)
+		}
+		s.w().checkFail(s.a, key, f)
+		return s.s.Fail(ctx, key, fence, f)
+	})
+}
+
+func (s *storeW) Get(ctx context.Context, key string) (r idempotency.Record, err error) {
+	err = call(s.a, "store.Get "+key, storeErr, func() error { r, err = s.s.Get(ctx, key); return err })
+	return r, err
+}
+
+func (s *storeW) Candidates(ctx context.Context, limit int, grace time.Duration) (r []idempotency.Record, err error) {
+	err = call(s.a, "store.Candidates", storeErr, func() error { r, err = s.s.Candidates(ctx, limit, grace); return err })
+	return r, err
+}
+
+func (s *storeW) Reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
+	err = call(s.a, "store.Reset "+key, storeErr, func() error {
+		before, _ := s.w().be.store.Get(ctx, key)
+		prior, after, err = s.s.Reset(ctx, key, rp)
+		s.w().checkReset(s.a, key, before)
+		return err
+	})
+	return prior, after, err
+}
+
+func (s *storeW) Replays(ctx context.Context, key string) (r []idempotency.Replay, err error) {
+	err = call(s.a, "store.Replays "+key, storeErr, func() error { r, err = s.s.Replays(ctx, key); return err })
+	return r, err
+}
+
+func (s *storeW) Stats(ctx context.Context, since time.Time) (r []idempotency.StatRow, err error) {
+	return s.s.Stats(ctx, since)
+}
+
+type fastW struct {
+	a *actor
+	f idempotency.FastLayer
+}
+
+var fastErr = fmt.Errorf("%w: redis: i/o timeout", errInjected)
+
+func (f *fastW) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (ans idempotency.FastAnswer, err error) {
+	err = call(f.a, "redis.Claim "+key, fastErr, func() error {
+		ans, err = f.f.Claim(ctx, key, owner, try, ph, lease)
+		if err == nil && (ans.Verdict == idempotency.FastSucceeded || ans.Verdict == idempotency.FastFailedFinal) {
+			f.a.w.checkFastAnswer(f.a, key, ans)
+		}
+		return err
+	})
+	return ans, err
+}
+
+func (f *fastW) Publish(ctx context.Context, rec idempotency.Record, left time.Duration) error {
+	return call(f.a, fmt.Sprintf("redis.Publish %s %s@%d", rec.Key, rec.Status, rec.Fence), fastErr,
+		func() error { return f.f.Publish(ctx, rec, left) })
+}
+
+func (f *fastW) Release(ctx context.Context, key, owner string) error {
+	return call(f.a, "redis.Release "+key, fastErr, func() error { return f.f.Release(ctx, key, owner) })
+}
+
+// Forget is the fallback of a reset's republish that failed; if it fails
+// too, the entry may answer the old state until it expires: the documented
+// window, which the checks then allow.
+func (f *fastW) Forget(ctx context.Context, key string) error {
+	err := call(f.a, "redis.Forget "+key, fastErr, func() error { return f.f.Forget(ctx, key) })
+	if err != nil {
+		f.a.w.staleUntil[key] = f.a.w.now + dedupTTL
+	}
+	return err
+}
+
+type resultsW struct {
+	a *actor
+	r *ossresult.Local
+}
+
+var objErr = idempotency.Retryable("temporary_unavailable", fmt.Errorf("%w: OSS 503", errInjected))
+
+func (r *resultsW) PutOnce(ctx context.Context, key string, body []byte, ct string, m ossresult.Meta) (ref string, err error) {
+	err = call(r.a, "oss.Put "+key, objErr, func() error { ref, err = r.r.PutOnce(ctx, key, body, ct, m); return err })
+	return ref, err
+}
+
+func (r *resultsW) Get(ctx context.Context, key string) (b []byte, m ossresult.Meta, err error) {
+	err = call(r.a, "oss.Get "+key, objErr, func() error { b, m, err = r.r.Get(ctx, key); return err })
+	return b, m, err
+}
+
+func (r *resultsW) Ref(key string) string { return r.r.Ref(key) }
+
+// model is the scripted model, shared by every process: calls are counted
+// per business key (the Idempotency-Key the pipeline sends).
+type model struct {
+	w       *world
+	scripts map[string]script
+	calls   map[string]int
+}
+
+func (m *model) complete(r llm.Request) (llm.Response, error) {
+	m.calls[r.Key]++
+	n := m.calls[r.Key]
+	switch m.scripts[r.Key] {
+	case scriptFailFirst:
+		if n == 1 {
+			return llm.Response{}, idempotency.Retryable("rate_limited", errors.New("429"))
+		}
+	case scriptFinal:
+		return llm.Response{}, idempotency.Final("policy_rejected", errors.New("content policy"))
+	case scriptRetryAll:
+		return llm.Response{}, idempotency.Retryable("temporary_unavailable", errors.New("503"))
+	}
+	return llm.Response{Text: fmt.Sprintf("answer %d for %s", n, r.Key), Model: "explore"}, nil
+}
+
+type modelW struct {
+	a *actor
+	m *model
+}
+
+// Complete: a crash after the call has paid for it; a failure before it
+// has not (the injected error is the model's 503).
+func (m *modelW) Complete(ctx context.Context, r llm.Request) (resp llm.Response, err error) {
+	err = call(m.a, "model "+r.Key, idempotency.Retryable("temporary_unavailable", errInjected), func() error {
+		resp, err = m.m.complete(r)
+		if class, _ := idempotency.Classify(err); class == idempotency.ClassFinal {
+			m.a.modelFinal[r.Key] = true
+		}
+		return err
+	})
+	return resp, err
+}
+
+// notifier counts posts per business key.
+type notifier struct {
+	w     *world
+	posts map[string]int
+}
+
+type notifyW struct {
+	a *actor
+	n *notifier
+}
+
+func (n *notifyW) Post(ctx context.Context, url, key, requestID string, body []byte) error {
+	return call(n.a, "notify "+key, idempotency.Retryable("temporary_unavailable", errInjected), func() error {
+		n.n.posts[key]++
+		return nil
+	})
+}
