@@ -139,8 +139,8 @@ func Alerts() []Alert {
 		idempotency.DecisionTakeover})
 	return []Alert{
 		{Name: "duplicate-rate", Title: "idemgate: duplicate rate above 30%", Severity: 6,
-			Doc:   "More than 30% of the deliveries in 5 minutes were of keys already claimed (at least 20 deliveries).",
-			Query: Query{Where: DuplicateRate.Where, Agg: Share, Part: DuplicateRate.Part},
+			Doc:    "More than 30% of the deliveries in 5 minutes were of keys already claimed (at least 20 deliveries).",
+			Query:  Query{Where: DuplicateRate.Where, Agg: Share, Part: DuplicateRate.Part},
 			Window: 5 * time.Minute, Op: ">", Threshold: 0.3, MinLines: 20},
 		{Name: "failed-final", Title: "idemgate: 5 or more FAILED_FINAL tasks in a minute", Severity: 8,
 			Doc: "Runs that recorded a final failure (each ends in the dead-letter queue); their FC retries, " +
