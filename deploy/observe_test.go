@@ -3,6 +3,8 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -201,5 +203,17 @@ func TestObservabilityChecksCatchMutations(t *testing.T) {
 	// A property name ROS does not know.
 	if err := knownKeys("x", "ALIYUN::SLS::Index", tree{{key: "KeyIndices", val: []any{tree{{key: "Nmae", val: "m"}}}}}); err == nil {
 		t.Error("knownKeys accepted a misspelt key index property")
+	}
+}
+
+// The README's duplicate-rate query is logq.DuplicateRate, the definition
+// `main stats` shares (handler.DuplicateDecisions).
+func TestReadmeDuplicateRateQuery(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```sql\n"+logq.DuplicateRate.SQL()+"\n```") {
+		t.Fatalf("README.md does not show the duplicate-rate query of deploy/logq; paste it:\n%s", logq.DuplicateRate.SQL())
 	}
 }
