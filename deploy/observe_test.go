@@ -217,3 +217,47 @@ func TestReadmeDuplicateRateQuery(t *testing.T) {
 		t.Fatalf("README.md does not show the duplicate-rate query of deploy/logq; paste it:\n%s", logq.DuplicateRate.SQL())
 	}
 }
+
+// docs/operations.md has a runbook per alert, headed so that the alert's
+// runbook link resolves, with the query the alert runs; and a Log fields
+// table with every indexed key and its type.
+func TestOperationsRunbooks(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, a := range logq.Alerts() {
+		// GitHub's anchor of a heading: lower case, spaces to dashes.
+		if anchor := strings.ReplaceAll(strings.ToLower(a.Heading()), " ", "-"); anchor != a.Anchor() {
+			t.Errorf("heading %q anchors #%s, the alert links #%s", a.Heading(), anchor, a.Anchor())
+		}
+		i := strings.Index(doc, "\n### "+a.Heading()+"\n")
+		if i < 0 {
+			t.Errorf("docs/operations.md has no section %q", "### "+a.Heading())
+			continue
+		}
+		section := doc[i+1:]
+		if j := strings.Index(section[4:], "\n## "); j >= 0 {
+			section = section[:j+4]
+		}
+		if j := strings.Index(section[4:], "\n### "); j >= 0 {
+			section = section[:j+4]
+		}
+		for _, want := range []string{"```sql\n" + a.Query.SQL() + "\n```", "`" + a.Condition() + "`", "**What to run.**"} {
+			if !strings.Contains(section, want) {
+				t.Errorf("runbook %s lacks %q", a.Name, want)
+			}
+		}
+	}
+	for _, f := range logq.Fields {
+		if row := fmt.Sprintf("| `%s` | %s | %s |", f.Name, f.Type, f.Doc); !strings.Contains(doc, row) {
+			t.Errorf("the Log fields table lacks %s", row)
+		}
+	}
+	for _, k := range []string{"## Log fields", "## Notify security"} {
+		if !strings.Contains(doc, "\n"+k+"\n") {
+			t.Errorf("docs/operations.md lacks %q", k)
+		}
+	}
+}
