@@ -9,7 +9,7 @@ import (
 // Resource names of the stack's logs and results (the function depends on
 // LogIndex and Results).
 const (
-	logstoreRes = "Logstore"
+	logstoreRes = "FunctionLogs"
 	indexRes    = "LogIndex"
 	resultsRes  = "Results"
 )

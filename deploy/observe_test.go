@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/idemgate/idemgate/deploy/logq"
 	"github.com/idemgate/idemgate/ossresult"
@@ -259,5 +262,80 @@ func TestOperationsRunbooks(t *testing.T) {
 		if !strings.Contains(doc, "\n"+k+"\n") {
 			t.Errorf("docs/operations.md lacks %q", k)
 		}
+	}
+}
+
+// Every reference in template.yml (Ref, Fn::GetAtt, Fn::Sub, Fn::If,
+// DependsOn) names a parameter, resource, condition or pseudo parameter of
+// the template, and no name is both a parameter and a resource.
+func TestTemplateReferencesResolve(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "template.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	section := func(k string) map[string]any { m, _ := doc[k].(map[string]any); return m }
+	params, resources, conds := section("Parameters"), section("Resources"), section("Conditions")
+	for name := range params {
+		if _, dup := resources[name]; dup {
+			t.Errorf("%s is both a parameter and a resource", name)
+		}
+	}
+	known := func(name string) bool {
+		_, p := params[name]
+		_, r := resources[name]
+		return p || r || strings.HasPrefix(name, "ALIYUN::")
+	}
+	sub := regexp.MustCompile(`\$\{([^}]+)\}`)
+	var walk func(where string, v any)
+	walk = func(where string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				switch k {
+				case "Ref":
+					if s, _ := x.(string); !known(s) {
+						t.Errorf("%s: Ref %v names nothing", where, x)
+					}
+				case "Fn::GetAtt":
+					if l, _ := x.([]any); len(l) != 2 || resources[fmt.Sprint(l[0])] == nil {
+						t.Errorf("%s: Fn::GetAtt %v names no resource", where, x)
+					}
+				case "Fn::Sub":
+					for _, m := range sub.FindAllStringSubmatch(fmt.Sprint(x), -1) {
+						if name, _, _ := strings.Cut(m[1], "."); !known(name) {
+							t.Errorf("%s: Fn::Sub ${%s} names nothing", where, m[1])
+						}
+					}
+				case "Fn::If":
+					if l, _ := x.([]any); len(l) != 3 || conds[fmt.Sprint(l[0])] == nil {
+						t.Errorf("%s: Fn::If %v names no condition", where, x)
+					}
+				case "DependsOn":
+					deps, ok := x.([]any)
+					if !ok {
+						deps = []any{x}
+					}
+					for _, d := range deps {
+						if resources[fmt.Sprint(d)] == nil {
+							t.Errorf("%s: DependsOn %v names no resource", where, d)
+						}
+					}
+				}
+				walk(where+"."+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(fmt.Sprintf("%s[%d]", where, i), x)
+			}
+		}
+	}
+	walk("Resources", resources)
+	walk("Outputs", doc["Outputs"])
+	if len(resources) < 10 {
+		t.Fatalf("template.yml has %d resources: the walk saw no template", len(resources))
 	}
 }

@@ -239,7 +239,7 @@ func Idemgate() Stack {
 			InstanceConcurrency: 10,
 			InternetAccess:      true,
 			Role:                PerFormat{S: in.roleARN, ROS: GetAtt{"FunctionRole", "Arn"}},
-			DependsOn:           []string{"LogIndex", "Results"},
+			DependsOn:           []string{indexRes, resultsRes},
 			VPC:                 &VPC{VpcID: in.vpcID, VSwitchID: in.vSwitchID, SecurityGroupID: in.securityGroupID},
 			Logs: PerFormat{S: "auto", ROS: tree{
 				{key: "Project", val: in.logProject}, {key: "Logstore", val: in.logStore},
