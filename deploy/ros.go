@@ -8,10 +8,10 @@ import (
 // rosFile renders template.yml and returns the inputs it reads (its
 // parameters).
 //
-// To add a resource (an SLS logstore, an alert, an OSS lifecycle rule…):
-// describe it in Stack (spec.go), write a function that returns its
-// resource tree like roleResource, and append it to resources below; the
-// parameters its inputs need are declared automatically.
+// To add a resource: describe it in Stack (spec.go), write a function that
+// returns its resource tree like roleResource or those of observe.go, and
+// append it to resources below; the parameters its inputs need are declared
+// automatically.
 func rosFile(st Stack) ([]byte, []*Input, error) {
 	r := &renderer{f: rosFormat}
 	f := st.Function
@@ -29,7 +29,7 @@ func rosFile(st Stack) ([]byte, []*Input, error) {
 	fnRes := resource("ALIYUN::FC3::Function", fc3(functionProps(f)))
 	if len(f.DependsOn) > 0 {
 		fnRes = append(tree{fnRes[0], {key: "DependsOn", val: f.DependsOn,
-			note: "no line before the index exists, no write before the bucket"}}, fnRes[1:]...)
+			why: "No line before the index exists, no write before the bucket."}}, fnRes[1:]...)
 	}
 	resources = append(resources, entry{key: "Function", val: fnRes})
 	if f.Async != nil {

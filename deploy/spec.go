@@ -113,9 +113,9 @@ type Logs struct {
 // approved expires exactly inputs and attempts.
 type Results struct {
 	Bucket     *Input
-	ExpireDays *Input // inputs and attempt outputs expire after this many days
-	Prefix     string // where the function writes (the role may write only there)
-	KeepTag    [2]string
+	ExpireDays *Input    // inputs and attempt outputs expire after this many days
+	Prefix     string    // where the function writes (the role may write only there)
+	KeepTag    [2]string // the object tag (key, value) the rule leaves alone: approved results
 }
 
 // Role is the function's RAM role (created by the ROS stack).
