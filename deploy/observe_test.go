@@ -258,6 +258,12 @@ func TestOperationsRunbooks(t *testing.T) {
 			t.Errorf("the Log fields table lacks %s", row)
 		}
 	}
+	fieldsDoc := doc[strings.Index(doc, "\n## Log fields\n")+1:]
+	for k := range logq.Unindexed {
+		if !strings.Contains(fieldsDoc, "`"+k+"`") {
+			t.Errorf("the Log fields section does not name the unindexed key %q", k)
+		}
+	}
 	for _, k := range []string{"## Log fields", "## Notify security"} {
 		if !strings.Contains(doc, "\n"+k+"\n") {
 			t.Errorf("docs/operations.md lacks %q", k)

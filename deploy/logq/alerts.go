@@ -56,6 +56,11 @@ var Unindexed = map[string]string{
 	"panic":               "a recovered panic's value, read with its line",
 	"point":               "IDEMGATE_FAULT point (drills only)",
 	"addr":                "the listening address at start",
+	"command":             "the startup line's subcommand (serve, stats, …)",
+	"store":               "the startup line's store (no secrets)",
+	"fast":                "the startup line's fast layer",
+	"results":             "the startup line's result store",
+	"model":               "the startup line's model",
 }
 
 // Messages of the lines the alerts read (handler/pipeline.go, handler/ops.go,
