@@ -36,6 +36,9 @@ var checks = []check{
 	{"network, logs and role", checkCloudOnly},
 	{"role is least privilege", checkLeastPrivilege},
 	{"known properties", checkKnownProperties},
+	{"logs, index and alerts", checkLogs},
+	{"results bucket and its lifecycle rule", checkResults},
+	{"ROS properties of logs and results", checkROSProperties},
 }
 
 // runChecks runs every check; the map holds the failures by check name.
@@ -447,7 +450,7 @@ var placeholders = map[string]string{
 	"MYSQL_DSN": "ci:ci@tcp(127.0.0.1:3306)/idemgate", "LLM_API_KEY": "sk-ci", "OSS_BUCKET": "idemgate-ci",
 	"ROLE_ARN": "acs:ram::1234567890123456:role/idemgate-fc", "VPC_ID": "vpc-ci", "VSWITCH_ID": "vsw-ci",
 	"SECURITY_GROUP_ID": "sg-ci", "DLQ_ARN": "acs:mns:cn-hangzhou:1234567890123456:/queues/idemgate-dlq/messages",
-	"CodeBucket": "idemgate-code", "LogProject": "idemgate-logs",
+	"CodeBucket": "idemgate-code", "LogProject": "idemgate-logs", "AlertActionPolicyId": "idemgate-oncall",
 }
 
 var pseudoValues = map[Pseudo]string{AccountID: "1234567890123456", Region: "cn-hangzhou"}

@@ -1,7 +1,9 @@
 // Package deploy is the one description of the deployed function (spec.go)
 // and the generator of the files that deploy it: s.yaml (Serverless Devs,
-// fc3 component), template.yml (ROS, ALIYUN::FC3::*) and s.local.yaml (the
-// same function for `s local invoke`, with Docker alone). Edit spec.go, then
+// fc3 component), template.yml (ROS: the function, its role, its logstore
+// with the index and the alerts of deploy/logq, and the results bucket with
+// its lifecycle rule; observe.go) and s.local.yaml (the same function for
+// `s local invoke`, with Docker alone). Edit spec.go, then
 // run `go generate ./deploy/`; the tests fail while a committed file differs
 // from what the generator writes.
 //

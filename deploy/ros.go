@@ -1,16 +1,17 @@
 package deploy
 
 import (
+	"strconv"
 	"strings"
 )
 
 // rosFile renders template.yml and returns the inputs it reads (its
 // parameters).
 //
-// To add a resource (an SLS logstore, an alert, an OSS lifecycle rule…):
-// describe it in Stack (spec.go), write a function that returns its
-// resource tree like roleResource, and append it to resources below; the
-// parameters its inputs need are declared automatically.
+// To add a resource: describe it in Stack (spec.go), write a function that
+// returns its resource tree like roleResource or those of observe.go, and
+// append it to resources below; the parameters its inputs need are declared
+// automatically.
 func rosFile(st Stack) ([]byte, []*Input, error) {
 	r := &renderer{f: rosFormat}
 	f := st.Function
@@ -19,7 +20,18 @@ func rosFile(st Stack) ([]byte, []*Input, error) {
 	if st.Role != nil {
 		resources = append(resources, entry{key: "FunctionRole", val: roleResource(*st.Role)})
 	}
-	resources = append(resources, entry{key: "Function", val: resource("ALIYUN::FC3::Function", fc3(functionProps(f)))})
+	if st.Logs != nil {
+		resources = append(resources, logsResources(st.Logs)...)
+	}
+	if st.Results != nil {
+		resources = append(resources, entry{key: resultsRes, val: resultsResource(st.Results)})
+	}
+	fnRes := resource("ALIYUN::FC3::Function", fc3(functionProps(f)))
+	if len(f.DependsOn) > 0 {
+		fnRes = append(tree{fnRes[0], {key: "DependsOn", val: f.DependsOn,
+			why: "No line before the index exists, no write before the bucket."}}, fnRes[1:]...)
+	}
+	resources = append(resources, entry{key: "Function", val: fnRes})
 	if f.Async != nil {
 		resources = append(resources, entry{key: "AsyncInvokeConfig", val: resource("ALIYUN::FC3::AsyncInvokeConfig",
 			fc3(append(tree{{key: "functionName", val: fnName}}, asyncTree(f.Async)...)))})
@@ -43,6 +55,9 @@ func rosFile(st Stack) ([]byte, []*Input, error) {
 		{key: "FunctionArn", val: tree{{key: "Value", val: GetAtt{"Function", "ARN"}}}}}
 	if st.Role != nil {
 		outputs = append(outputs, entry{key: "RoleArn", val: tree{{key: "Value", val: GetAtt{"FunctionRole", "Arn"}}}})
+	}
+	if st.Logs != nil {
+		outputs = append(outputs, entry{key: "LogStore", val: tree{{key: "Value", val: GetAtt{logstoreRes, "LogstoreName"}}}})
 	}
 	// Resources first: the parameters are the inputs they use.
 	resNode, outNode := r.mapping(resources, false), r.mapping(outputs, false)
@@ -84,12 +99,19 @@ func rosParameters(inputs, used []*Input) (params, conditions tree) {
 			continue
 		}
 		p := tree{{key: "Type", val: "String"}}
+		if in.Number {
+			p[0].val = "Number"
+		}
 		if in.Secret {
 			p = append(p, entry{key: "NoEcho", val: true})
 		}
 		switch d := in.Default.(type) {
 		case Lit:
-			p = append(p, entry{key: "Default", val: string(d)})
+			var def any = string(d)
+			if n, err := strconv.Atoi(string(d)); err == nil && in.Number {
+				def = n
+			}
+			p = append(p, entry{key: "Default", val: def})
 		case Regional:
 			p = append(p, entry{key: "Default", val: ""})
 			conditions = append(conditions, entry{key: conditionName(in),
@@ -97,6 +119,9 @@ func rosParameters(inputs, used []*Input) (params, conditions tree) {
 		}
 		if in.Pattern != "" {
 			p = append(p, entry{key: "AllowedPattern", val: in.Pattern})
+		}
+		if in.Number {
+			p = append(p, entry{key: "MinValue", val: in.MinValue})
 		}
 		doc := in.Doc
 		if in.ROSDoc != "" {

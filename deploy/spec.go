@@ -1,6 +1,10 @@
 package deploy
 
-import "github.com/idemgate/idemgate/internal/config"
+import (
+	"github.com/idemgate/idemgate/deploy/logq"
+	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/ossresult"
+)
 
 // Stack is everything one deployment describes: the function, the role it
 // runs as, the inputs the deployer supplies and the variables left to the
@@ -12,6 +16,8 @@ type Stack struct {
 	Build       string // what s runs before deploy and local invoke
 	Function    Function
 	Role        *Role    // created by ROS; s.yaml takes an existing role's ARN
+	Logs        *Logs    // created by ROS around the function's logs; fc3 declares none of it
+	Results     *Results // created by ROS; s.yaml takes an existing bucket
 	Inputs      []*Input // every input, in the order the files list them
 	NotDeployed []Unset  // variables config.Load reads that no file sets
 	Local       bool     // s.local.yaml: for `s local invoke` only
@@ -38,6 +44,7 @@ type Function struct {
 	Env                 []EnvVar
 	Async               *Async
 	Triggers            []Trigger
+	DependsOn           []string // ROS: resources in place before the function (its logstore index, its bucket)
 }
 
 // Hook is an instance lifecycle hook.
@@ -82,6 +89,35 @@ type EventBridge struct {
 // Timer invokes the function with Payload on a schedule.
 type Timer struct{ Cron, Payload string }
 
+// Logs is what the ROS stack declares around the function's logs: the
+// logstore it creates in an existing project, the index on the keys of the
+// JSON lines, and the alerts on them (deploy/logq). The stack owns the
+// logstore, and so its index: an existing logstore usually has an index
+// already, which ALIYUN::SLS::Index cannot take over, and the alerts need
+// exactly the keys logq.Fields lists. The project stays the deployer's:
+// project names are unique per region across all accounts, and a project
+// is shared (alert center, action policies, other functions).
+type Logs struct {
+	Project, Store *Input
+	TTLDays        int // how long the logstore keeps lines
+	Alerts         []logq.Alert
+	ActionPolicy   *Input // the SLS action policy the alerts notify through
+}
+
+// Results is the results bucket the ROS stack creates with its lifecycle
+// rule. ROS declares a lifecycle rule only on a bucket it creates
+// (ALIYUN::OSS::Bucket has no tag filter other than Filter.Not, and no
+// resource sets the rules of an existing bucket), so the stack creates the
+// bucket: every object under tasks/ is then one the function wrote and
+// tagged (ossresult.KindOf), and a rule expiring what is not tagged
+// approved expires exactly inputs and attempts.
+type Results struct {
+	Bucket     *Input
+	ExpireDays *Input    // inputs and attempt outputs expire after this many days
+	Prefix     string    // where the function writes (the role may write only there)
+	KeepTag    [2]string // the object tag (key, value) the rule leaves alone: approved results
+}
+
 // Role is the function's RAM role (created by the ROS stack).
 type Role struct {
 	Name        Sub
@@ -103,7 +139,7 @@ type inputs struct {
 	region, functionName, codeBucket, codeObject, vpcID, vSwitchID, securityGroupID, roleARN, dlqARN *Input
 	mysqlDSN, redisURL, llmAPIKey, llmBaseURL, llmModel, llmTimeout, dedupTTL, lease, maxAttempts    *Input
 	stateDir, ossBucket, ossEndpoint, ossRegion, logProject, logStore, dlqQueue                      *Input
-	notifyAllowedHosts, notifySigningSecret                                                          *Input
+	notifyAllowedHosts, notifySigningSecret, alertActionPolicy, expireDays                           *Input
 }
 
 const digits = "^[0-9]+$"
@@ -150,15 +186,20 @@ func newInputs() inputs {
 			Doc: "attempt budget of a task; at most FC's deliveries (retries + 1)"},
 		stateDir: &Input{Env: "STATE_DIR", Param: "StateDir", Default: Lit("/tmp/idemgate"),
 			Doc: "local state (only /tmp is writable in FC)"},
-		ossBucket: &Input{Env: "OSS_BUCKET", Param: "ResultsBucket",
-			Doc: "results bucket (objects under tasks/; the role may write only there)"},
+		ossBucket: &Input{Env: "OSS_BUCKET", Param: "ResultsBucket", Pattern: "^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+			Doc:    "results bucket (objects under tasks/; the role may write only there)",
+			ROSDoc: "results bucket the stack creates (a globally unique name), with the lifecycle rule of ObjectExpireDays"},
 		ossEndpoint: &Input{Env: "OSS_ENDPOINT", Param: "OssEndpoint",
 			Default: Regional("https://oss-{region}-internal.aliyuncs.com"),
 			Doc:     "OSS endpoint", ROSDoc: "OSS endpoint; empty = https://oss-<region>-internal.aliyuncs.com"},
 		ossRegion:  &Input{Env: "OSS_REGION", Default: Regional("{region}"), Doc: "region of the results bucket"},
-		logProject: &Input{Param: "LogProject", Doc: "existing SLS project for the function logs"},
-		logStore: &Input{Param: "LogStore", Default: Lit("default-logs"),
-			Doc: "existing logstore in LogProject (indexed, see docs/deploy.md)"},
+		logProject: &Input{Param: "LogProject", Doc: "existing SLS project in the region; the stack creates its logstore there"},
+		logStore: &Input{Param: "LogStore", Default: Lit("idemgate-logs"), Pattern: "^[a-z0-9][a-z0-9_-]{1,38}[a-z0-9]$",
+			Doc: "logstore the stack creates in LogProject, with the index and alerts of docs/operations.md; it names the alerts"},
+		alertActionPolicy: &Input{Param: "AlertActionPolicyId",
+			Doc: "SLS action policy the alerts notify through (Log Service → Alerts → Notification policies → Action policies)"},
+		expireDays: &Input{Param: "ObjectExpireDays", Default: Lit("30"), Number: true, MinValue: 2,
+			Doc: "days after which input.json and attempt outputs expire (approved results stay); replay --key needs input.json"},
 		notifyAllowedHosts: &Input{Env: "NOTIFY_ALLOWED_HOSTS", Param: "NotifyAllowedHosts", Default: Lit(""),
 			Doc: "hosts notify.url may name (docs/operations.md); empty = every notify refused"},
 		notifySigningSecret: &Input{Env: "NOTIFY_SIGNING_SECRET", Param: "NotifySigningSecret", Secret: true, Default: Lit(""),
@@ -198,6 +239,7 @@ func Idemgate() Stack {
 			InstanceConcurrency: 10,
 			InternetAccess:      true,
 			Role:                PerFormat{S: in.roleARN, ROS: GetAtt{"FunctionRole", "Arn"}},
+			DependsOn:           []string{indexRes, resultsRes},
 			VPC:                 &VPC{VpcID: in.vpcID, VSwitchID: in.vSwitchID, SecurityGroupID: in.securityGroupID},
 			Logs: PerFormat{S: "auto", ROS: tree{
 				{key: "Project", val: in.logProject}, {key: "Logstore", val: in.logStore},
@@ -236,10 +278,15 @@ func Idemgate() Stack {
 					Actions: []string{"mns:SendMessage"}, Resources: []Sub{dlq(""), dlq("/messages")}},
 			},
 		},
+		Logs: &Logs{Project: in.logProject, Store: in.logStore, TTLDays: 30, Alerts: logq.Alerts(),
+			ActionPolicy: in.alertActionPolicy},
+		Results: &Results{Bucket: in.ossBucket, ExpireDays: in.expireDays, Prefix: "tasks/",
+			KeepTag: [2]string{ossresult.TagKind, ossresult.KindApproved}},
 		Inputs: []*Input{in.region, in.functionName, in.codeBucket, in.codeObject, in.vpcID, in.vSwitchID, in.securityGroupID,
 			in.mysqlDSN, in.redisURL, in.llmAPIKey, in.llmBaseURL, in.llmModel, in.llmTimeout, in.dedupTTL, in.lease,
 			in.maxAttempts, in.stateDir, in.ossBucket, in.ossEndpoint, in.logProject, in.logStore, in.dlqQueue,
-			in.ossRegion, in.roleARN, in.dlqARN, in.notifyAllowedHosts, in.notifySigningSecret},
+			in.ossRegion, in.roleARN, in.dlqARN, in.notifyAllowedHosts, in.notifySigningSecret, in.alertActionPolicy,
+			in.expireDays},
 		NotDeployed: []Unset{
 			{"FC_SERVER_PORT FC_CUSTOM_LISTEN_PORT", "the platform sets them from customRuntimeConfig.port"},
 			{"ALIBABA_CLOUD_ACCESS_KEY_ID ALIBABA_CLOUD_ACCESS_KEY_SECRET ALIBABA_CLOUD_SECURITY_TOKEN",
@@ -270,8 +317,8 @@ func Local() Stack {
 	st.Region = Lit("cn-hangzhou")
 	f := &st.Function
 	f.Name = Lit("idemgate")
-	f.Role, f.VPC, f.Logs, f.Async, f.Triggers = nil, nil, nil, nil, nil
+	f.Role, f.VPC, f.Logs, f.Async, f.Triggers, f.DependsOn = nil, nil, nil, nil, nil, nil
 	f.Env = []EnvVar{{"LLM_MODEL", Lit(config.OfflineModel)}, {"STATE_DIR", Lit(LocalStateDir)}}
-	st.Role, st.Inputs = nil, nil
+	st.Role, st.Inputs, st.Logs, st.Results = nil, nil, nil, nil
 	return st
 }

@@ -29,9 +29,12 @@ type Input struct {
 	Param   string
 	Default Value // nil: required
 	Secret  bool  // ROS NoEcho
-	Pattern string
-	Doc     string // the s.yaml header and the ROS parameter's Description
-	ROSDoc  string // replaces Doc in ROS when the remark is ROS-only
+	Number  bool  // ROS Type Number (ROS only: s.yaml reads strings)
+	// MinValue bounds a Number.
+	MinValue int
+	Pattern  string
+	Doc      string // the s.yaml header and the ROS parameter's Description
+	ROSDoc   string // replaces Doc in ROS when the remark is ROS-only
 }
 
 // Required reports that the input has no default: the deployer must supply it.

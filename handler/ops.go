@@ -85,7 +85,7 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 		rep.Results = append(rep.Results, out)
 	}
 	p.Log.InfoContext(ctx, "sweep done", "scanned", rep.Scanned, "redriven", rep.Redriven, "finished", rep.Finished,
-		"deferred", rep.Deferred, "skipped", rep.Skipped)
+		"deferred", rep.Deferred, "skipped", rep.Skipped, "oldest_age_s", oldestAgeSeconds(cands))
 	return rep, nil
 }
 

@@ -1,12 +1,41 @@
 package handler
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
 )
+
+// ClaimDecisions are the decisions a claim on a task's key answers: every
+// delivery that reaches the claim has exactly one of them, and the
+// per-minute counters count each. A delivery refused before its claim
+// (REJECTED) has none and is not a delivery of the key.
+var ClaimDecisions = []idempotency.Decision{idempotency.DecisionFirst, idempotency.DecisionRepeatSame,
+	idempotency.DecisionTakeover, idempotency.DecisionRepeatOther, idempotency.DecisionRepeatDone,
+	idempotency.DecisionPayloadMismatch}
+
+// DuplicateDecisions are the claim decisions of a duplicate: a delivery of a
+// business key that was already claimed. That is every decision but FIRST
+// (idempotency.Decision.Duplicate, the outcome's "duplicate"): REPEAT_OTHER
+// and REPEAT_DONE are answered without running; REPEAT_SAME (FC's retry of
+// the same request) and TAKEOVER (a retry after a failure or an expired
+// lease, or the sweeper's re-drive) run the task again, but under a key that
+// was claimed before; PAYLOAD_MISMATCH reuses a claimed key with another
+// payload. The duplicate rate is their share of all claims — the one
+// definition `main stats`, the README's query and the duplicate-rate alert
+// share.
+func DuplicateDecisions() []idempotency.Decision {
+	var out []idempotency.Decision
+	for _, d := range ClaimDecisions {
+		if d.Duplicate() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 // MinuteStats is one minute of `main stats`.
 type MinuteStats struct {
@@ -18,10 +47,34 @@ type MinuteStats struct {
 	RepeatOther    int64     `json:"repeat_other"`
 	RepeatDone     int64     `json:"repeat_done"`
 	Mismatch       int64     `json:"payload_mismatch"`
-	FastRejects    int64     `json:"fast_rejects"`
-	StoreConflicts int64     `json:"store_conflicts"`
-	// DuplicateRate = (fast rejects + store conflicts) / claims.
+	FastRejects    int64     `json:"fast_rejects"`    // duplicates answered by Redis without running
+	StoreConflicts int64     `json:"store_conflicts"` // duplicates answered by the store without running
+	// Duplicates are the claims with a DuplicateDecisions decision.
+	Duplicates int64 `json:"duplicates"`
+	// DuplicateRate = Duplicates / Claims (0 without claims).
 	DuplicateRate float64 `json:"duplicate_rate"`
+}
+
+// count adds n claims of decision d.
+func (m *MinuteStats) count(d idempotency.Decision, n int64) {
+	switch d {
+	case idempotency.DecisionFirst:
+		m.First += n
+	case idempotency.DecisionRepeatSame:
+		m.RepeatSame += n
+	case idempotency.DecisionTakeover:
+		m.Takeover += n
+	case idempotency.DecisionRepeatOther:
+		m.RepeatOther += n
+	case idempotency.DecisionRepeatDone:
+		m.RepeatDone += n
+	case idempotency.DecisionPayloadMismatch:
+		m.Mismatch += n
+	}
+	m.Claims += n
+	if slices.Contains(DuplicateDecisions(), d) {
+		m.Duplicates += n
+	}
 }
 
 // StatsByMinute folds counter rows into minutes, oldest first.
@@ -34,32 +87,41 @@ func StatsByMinute(rows []idempotency.StatRow) []MinuteStats {
 			by[r.Minute] = m
 		}
 		switch r.Name {
-		case strings.ToLower(string(idempotency.DecisionFirst)):
-			m.First += r.Count
-		case strings.ToLower(string(idempotency.DecisionRepeatSame)):
-			m.RepeatSame += r.Count
-		case strings.ToLower(string(idempotency.DecisionTakeover)):
-			m.Takeover += r.Count
-		case strings.ToLower(string(idempotency.DecisionRepeatOther)):
-			m.RepeatOther += r.Count
-		case strings.ToLower(string(idempotency.DecisionRepeatDone)):
-			m.RepeatDone += r.Count
-		case strings.ToLower(string(idempotency.DecisionPayloadMismatch)):
-			m.Mismatch += r.Count
 		case idempotency.StatFastReject:
 			m.FastRejects += r.Count
 		case idempotency.StatStoreConflict:
 			m.StoreConflicts += r.Count
+		default:
+			for _, d := range ClaimDecisions {
+				if r.Name == strings.ToLower(string(d)) {
+					m.count(d, r.Count)
+				}
+			}
 		}
 	}
 	out := make([]MinuteStats, 0, len(by))
 	for _, m := range by {
-		m.Claims = m.First + m.RepeatSame + m.Takeover + m.RepeatOther + m.RepeatDone + m.Mismatch
 		if m.Claims > 0 {
-			m.DuplicateRate = float64(m.FastRejects+m.StoreConflicts) / float64(m.Claims)
+			m.DuplicateRate = float64(m.Duplicates) / float64(m.Claims)
 		}
 		out = append(out, *m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Minute.Before(out[j].Minute) })
 	return out
+}
+
+// oldestAgeSeconds is the age of the oldest task among the sweeper's
+// candidates (since its first claim), 0 without candidates: the sweep log
+// line carries it so that an alert sees work left stuck for long.
+func oldestAgeSeconds(cands []idempotency.Record) int64 {
+	var oldest time.Time
+	for _, r := range cands {
+		if !r.CreatedAt.IsZero() && (oldest.IsZero() || r.CreatedAt.Before(oldest)) {
+			oldest = r.CreatedAt
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return int64(time.Since(oldest) / time.Second)
 }

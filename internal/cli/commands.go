@@ -173,19 +173,9 @@ func setupStats(flags *flag.FlagSet) action {
 				fmt.Fprintln(r.stdout, string(out))
 				return ExitOK
 			}
-			printStats(r.stdout, buckets)
+			writeStats(r.stdout, buckets)
 			return ExitOK
 		})
-	}
-}
-
-func printStats(w io.Writer, buckets []handler.MinuteStats) {
-	fmt.Fprintf(w, "%-17s %7s %6s %8s %12s %11s %8s %11s %14s %9s\n", "minute (UTC)", "claims", "first",
-		"takeover", "repeat_other", "repeat_done", "mismatch", "fast_reject", "store_conflict", "dup_rate")
-	for _, b := range buckets {
-		fmt.Fprintf(w, "%-17s %7d %6d %8d %12d %11d %8d %11d %14d %8.2f%%\n", b.Minute.Format("2006-01-02 15:04"),
-			b.Claims, b.First, b.Takeover+b.RepeatSame, b.RepeatOther, b.RepeatDone, b.Mismatch, b.FastRejects,
-			b.StoreConflicts, 100*b.DuplicateRate)
 	}
 }
 
