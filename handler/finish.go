@@ -146,6 +146,10 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 			return p.finishFailed(ctx, f, err)
 		}
 	}
+	if notify == nil {
+		f.DoneLater() // a repeat would only publish again: batched with others
+		return nil
+	}
 	if err := f.Done(ctx); err != nil {
 		// Published and notified; only the record of it is missing. The
 		// finish is taken up again after its lease: a second notification at

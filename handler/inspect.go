@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/idemgate/idemgate/idempotency"
-	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
@@ -16,16 +15,13 @@ var ErrUnknownKey = errors.New("no record for that key")
 // Inspection is what `main inspect` prints. Records and object metadata hold
 // no secrets: credentials never enter them.
 type Inspection struct {
-	Record  idempotency.Record            `json:"record"`
-	Steps   map[string]idempotency.Record `json:"steps"`
-	Replays []idempotency.Replay          `json:"replays"`
-	Objects map[string]string             `json:"objects"` // object key → ref, for those that exist
+	Record  idempotency.Record   `json:"record"`
+	Replays []idempotency.Replay `json:"replays"`
+	Objects map[string]string    `json:"objects"` // object key → ref, for those that exist
 }
 
-// Inspect reads K's record (its finish state included), its steps'
-// records, its replay audit and which of its objects exist. Records
-// completed before the finish moved onto the record also show their publish
-// and notify step records.
+// Inspect reads K's record (its finish state and step checkpoints
+// included), its replay audit and which of its objects exist.
 func (p *Pipeline) Inspect(ctx context.Context, key string, meta Meta) (Inspection, error) {
 	rec, err := p.Engine.Get(ctx, key)
 	if errors.Is(err, idempotency.ErrNotFound) {
@@ -34,23 +30,7 @@ func (p *Pipeline) Inspect(ctx context.Context, key string, meta Meta) (Inspecti
 	if err != nil {
 		return Inspection{}, err
 	}
-	out := Inspection{Record: rec, Steps: map[string]idempotency.Record{}, Objects: map[string]string{}}
-	var names []string
-	if tt, ok := p.Tasks.Get(rec.TaskType); ok {
-		for _, s := range tt.Steps {
-			names = append(names, s.Name)
-		}
-	}
-	for _, op := range append(names, stepPublish, stepNotify) {
-		r, err := p.Engine.Get(ctx, keys.OpKey(key, op))
-		if errors.Is(err, idempotency.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-		out.Steps[op] = r
-	}
+	out := Inspection{Record: rec, Objects: map[string]string{}}
 	if p.Maint != nil {
 		if out.Replays, err = p.Maint.Replays(ctx, key); err != nil {
 			return out, err

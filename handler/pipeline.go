@@ -15,12 +15,6 @@ import (
 	"github.com/idemgate/idemgate/ossresult"
 )
 
-// The pipeline's own per-operation steps after completion.
-const (
-	stepPublish = "publish"
-	stepNotify  = "notify"
-)
-
 // Pipeline runs invocations. Build one per process; it is safe for
 // concurrent invocations (FC instanceConcurrency > 1).
 type Pipeline struct {
@@ -255,9 +249,15 @@ func (p *Pipeline) execute(ctx context.Context, t *task, l *idempotency.Lease) (
 	}
 	prior := map[string]string{}
 	var outKey string
-	for _, s := range t.tt.Steps {
+	for i, s := range t.tt.Steps {
 		in := &StepInput{Task: t.Task, Key: t.d.Key, RequestID: t.reqID, Attempt: l.Attempt, Prior: prior, Model: p.Model, Results: t.rs}
-		v, err := l.Step(ctx, s.Name, func(ctx context.Context) (string, error) { return s.Run(ctx, in) })
+		run := func(ctx context.Context) (string, error) { return s.Run(ctx, in) }
+		var v string
+		if i < len(t.tt.Steps)-1 {
+			v, err = l.Step(ctx, s.Name, run) // checkpointed: a retry resumes after it
+		} else {
+			v, err = run(ctx) // its output object is the checkpoint, its key the result
+		}
 		if err != nil {
 			return "", notify, err
 		}

@@ -24,9 +24,12 @@ type TaskType struct {
 	Steps []Step
 }
 
-// Step is one named, checkpointed unit of work. Its string result is stored
-// in the step's own record (keep it small: an object key, an ID, a short
-// value) and handed to later steps in StepInput.Prior.
+// Step is one named unit of work. The result of every step but the last is
+// checkpointed on the task's record (keep it small: an object key, an ID, a
+// short value; at most idempotency.MaxResultRef bytes) and handed to later
+// steps in StepInput.Prior; a retried task resumes after the last
+// checkpoint. The last step saves the attempt output (its object is its
+// checkpoint, found again by StepInput.PriorOutput) and returns its key.
 type Step struct {
 	Name string
 	Run  func(ctx context.Context, in *StepInput) (string, error)
@@ -104,15 +107,14 @@ type Registry struct {
 var stepName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
 
 // Register adds t. Names must be unique; step names are short snake_case
-// (they name per-operation records). "publish" and "notify" are the
-// pipeline's own.
+// (they name the checkpoints on the task's record).
 func (r *Registry) Register(t TaskType) error {
 	if !stepName.MatchString(t.Name) || len(t.Steps) == 0 {
 		return fmt.Errorf("task type %q: want a snake_case name and at least one step", t.Name)
 	}
 	seen := map[string]bool{}
 	for _, s := range t.Steps {
-		if !stepName.MatchString(s.Name) || seen[s.Name] || s.Name == stepPublish || s.Name == stepNotify || s.Run == nil {
+		if !stepName.MatchString(s.Name) || seen[s.Name] || s.Run == nil {
 			return fmt.Errorf("task type %s: bad or repeated step %q", t.Name, s.Name)
 		}
 		seen[s.Name] = true

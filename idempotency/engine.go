@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
 // Defaults of the engine's options (DESIGN §4.4).
@@ -35,17 +33,20 @@ type Engine struct {
 
 	fastDownUntil atomic.Int64 // unix nanos; the fast layer is skipped until then
 	stats         counters
+	marks         finishMarks
 }
 
 type options struct {
-	lease       time.Duration
-	maxAttempts int
-	fastTimeout time.Duration
-	fastBackoff time.Duration
-	unconfirmed time.Duration
-	log         *slog.Logger
-	fast        FastLayer
-	observe     func(Decision, bool)
+	lease        time.Duration
+	maxAttempts  int
+	fastTimeout  time.Duration
+	fastBackoff  time.Duration
+	unconfirmed  time.Duration
+	log          *slog.Logger
+	fast         FastLayer
+	observe      func(Decision, bool)
+	finishWindow time.Duration
+	finishMax    int
 }
 
 // Option configures an Engine.
@@ -89,7 +90,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // New builds an engine on a durable store.
 func New(store Store, opts ...Option) *Engine {
 	o := options{lease: DefaultLease, maxAttempts: DefaultMaxAttempts, fastTimeout: DefaultFastTimeout,
-		fastBackoff: DefaultFastBackoff, unconfirmed: DefaultUnconfirmedGrace, log: slog.Default()}
+		fastBackoff: DefaultFastBackoff, unconfirmed: DefaultUnconfirmedGrace, log: slog.Default(),
+		finishWindow: DefaultFinishWindow, finishMax: DefaultFinishBatch}
 	e := &Engine{store: store}
 	for _, opt := range opts {
 		opt(&o)
@@ -172,7 +174,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 	}
 	return res, &Lease{e: e, Key: req.Key, Fence: res.Record.Fence, Attempt: res.Record.Attempt,
 		Owner: req.Owner, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash, try: req.Try,
-		salvage: res.Salvage, finishAfter: req.FinishAfter}, nil
+		salvage: res.Salvage, finishAfter: req.FinishAfter, steps: res.Record.Steps}, nil
 }
 
 // Get reads the durable record.
@@ -232,9 +234,6 @@ func (e *Engine) fastDo(ctx context.Context, op string, call func(context.Contex
 	return true
 }
 
-// stepAttempts: a step has no budget of its own; its parent's bounds it.
-const stepAttempts = math.MaxInt32
-
 // Lease is an owned claim. Every write through it is guarded by its fence.
 type Lease struct {
 	e           *Engine
@@ -248,7 +247,8 @@ type Lease struct {
 	try         int
 	salvage     bool
 	finishAfter bool
-	completed   bool // Complete left a finish pending under this lease
+	completed   bool              // Complete left a finish pending under this lease
+	steps       map[string]string // the record's checkpoints, as this lease knows them
 }
 
 // Salvage reports whether this lease was granted past the attempt budget:
@@ -363,76 +363,32 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// Step runs fn at most once per (K, op) under this lease and returns its
-// stored result to every later call: a pipeline resumed after a failure skips
-// the steps it completed. The step claim is refused (ErrLeaseLost) once this
-// lease's fence is stale.
+// Step runs fn once per (K, op) and checkpoints its result on the record,
+// fenced: a task resumed after a failure, or taken over from a dead worker,
+// gets the result of every step that completed instead of running it again.
+// A failing step records nothing (the caller's Fail records the task's
+// failure). A worker that lost its lease may still be running a step when
+// the new owner runs it too; only the owner's checkpoint lands. Keep results
+// small (an ID, an object key): at most MaxResultRef bytes.
 func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context) (string, error)) (string, error) {
-	req := ClaimRequest{Key: keys.OpKey(l.Key, op), Owner: l.Owner, Try: l.try, Lease: l.lease, MaxAttempts: stepAttempts,
-		Meta: Meta{ParentKey: l.Key, Op: op}}
-	if dl, ok := ctx.Deadline(); ok {
-		req.Lease = min(req.Lease, time.Until(dl))
+	if v, ok := l.steps[op]; ok {
+		return v, nil
 	}
-	res, err := l.e.store.ClaimStep(ctx, l.Fence, req)
-	if err == nil && res.Decision == DecisionRepeatOther && res.Record.LeaseOwner != l.Owner && l.waitFor(ctx, res.LeaseLeft) {
-		// Another owner holds the step while we hold the key: a worker that
-		// lost the key. Its step lease runs out soon, so wait for it rather
-		// than spend an attempt. (A copy of our own try is answered at once.)
-		res, err = l.e.store.ClaimStep(ctx, l.Fence, req)
+	out, err := fn(ctx)
+	if err == nil {
+		err = checkResult(out)
 	}
 	if err != nil {
-		return "", storeErr("claim step "+op, err)
+		return "", err
 	}
-	switch {
-	case res.Decision == DecisionRepeatDone && res.Record.Status == StatusSucceeded:
-		return res.Record.ResultRef, nil
-	case res.Decision == DecisionRepeatDone:
-		return "", &Error{Class: ClassFinal, Code: res.Record.LastErrorCode, Err: fmt.Errorf("step %s: %s", op, res.Record.LastError)}
-	case res.Decision == DecisionRepeatOther:
-		return "", Retryable("step_in_progress", fmt.Errorf("step %s: %w", op, ErrInProgress))
-	case !res.Decision.Owned():
-		return "", fmt.Errorf("step %s: unexpected decision %s", op, res.Decision)
+	steps := make(map[string]string, len(l.steps)+1)
+	maps.Copy(steps, l.steps)
+	steps[op] = out
+	if err := l.e.store.Checkpoint(ctx, l.Key, l.Fence, steps); err != nil {
+		return "", storeErr("checkpoint "+op, err)
 	}
-	out, ferr := fn(ctx)
-	if ferr == nil {
-		ferr = checkResult(out)
-	}
-	c, cancel := detached(ctx)
-	defer cancel()
-	if ferr != nil {
-		class, code := Classify(ferr)
-		if err := l.e.store.Fail(c, req.Key, res.Record.Fence, Failure{Final: class == ClassFinal, Code: code,
-			Message: truncate(message(ferr), 1000)}); err != nil {
-			// The step's own error keeps its class: a FINAL answer must not
-			// turn retryable because writing it down failed.
-			return "", fmt.Errorf("%w (recording it failed: %v)", ferr, storeErr("fail step "+op, err))
-		}
-		return "", ferr
-	}
-	if err := l.e.store.Complete(c, req.Key, res.Record.Fence, Completion{ResultRef: out}); err != nil {
-		return "", storeErr("complete step "+op, err)
-	}
+	l.steps = steps
 	return out, nil
-}
-
-// waitFor sleeps d (plus a little, for clock granularity) if that ends well
-// before ctx's deadline; it reports whether it waited the whole time.
-func (l *Lease) waitFor(ctx context.Context, d time.Duration) bool {
-	if d <= 0 || d > l.lease {
-		return false
-	}
-	d += 20 * time.Millisecond
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d+time.Second {
-		return false
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // KeepAlive renews the lease every third of its length until stop is called.
@@ -518,6 +474,15 @@ func (f *Finisher) Done(ctx context.Context) error {
 	defer cancel()
 	return storeErr("finish", f.e.store.Finish(c, f.Key, f.Owner, f.try, nil))
 }
+
+// DoneLater records the finish done in a later batch write, shared with
+// other finishes of the process (see [WithFinishBatch]): a finish of a task
+// without side effects to repeat (one that only published its result) need
+// not cost a statement of its own. A batch lost with the process leaves the
+// finish pending: the sweeper takes it up again after its lease and grace,
+// which publishes again (a no-op). Use Done when a repeat would be seen, as
+// a second notification would.
+func (f *Finisher) DoneLater() { f.e.marks.add(f.e, f.Key) }
 
 // Fail records a FINAL cause as the finish failed (an operator's replay
 // reopens it); a retryable one releases the finish, still pending, to the

@@ -71,7 +71,8 @@ func (d Decision) Owned() bool {
 func (d Decision) Duplicate() bool { return d != DecisionFirst }
 
 // Record is one row of idempotency_record. Key is the business key K (the
-// request_id column); ParentKey and Op are set on per-operation records.
+// request_id column). ParentKey and Op are set only on the per-operation
+// records of earlier versions, which kept steps, publish and notify apart.
 type Record struct {
 	Key             string    `json:"idempotency_key"`
 	TenantID        string    `json:"tenant_id"`
@@ -97,6 +98,9 @@ type Record struct {
 	// Finish follows a SUCCEEDED record's completion; while it is PENDING,
 	// LeaseOwner, LeaseTry and LeaseUntil belong to its holder.
 	Finish FinishState `json:"finish,omitempty"`
+	// Steps are the checkpoints of the task's completed steps, by name
+	// ([Lease.Step]): a resumed task skips them.
+	Steps map[string]string `json:"steps,omitempty"`
 	// SweepAfter: the sweeper leaves the record alone until then (zero: as
 	// soon as it is due). A takeover clears it.
 	SweepAfter time.Time `json:"sweep_after,omitzero"`
@@ -115,6 +119,4 @@ type Meta struct {
 	EventSource     string
 	EventID         string
 	InputRef        string
-	ParentKey       string
-	Op              string
 }

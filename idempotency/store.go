@@ -16,10 +16,10 @@ import (
 // [ErrLeaseLost] when nothing matched.
 type Store interface {
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
-	// ClaimStep claims a per-operation record (req.Meta.ParentKey, req.Meta.Op)
-	// only while the parent record still carries parentFence; else ErrLeaseLost.
-	ClaimStep(ctx context.Context, parentFence int64, req ClaimRequest) (ClaimResult, error)
 	Renew(ctx context.Context, key string, fence int64, lease time.Duration) error
+	// Checkpoint records the record's step results (all of them: the lease
+	// holder is their only writer), guarded like Renew.
+	Checkpoint(ctx context.Context, key string, fence int64, steps map[string]string) error
 	Complete(ctx context.Context, key string, fence int64, c Completion) error
 	Fail(ctx context.Context, key string, fence int64, f Failure) error
 	// ClaimFinish takes over a SUCCEEDED record's pending finish as
@@ -31,6 +31,9 @@ type Store interface {
 	// next finisher need not wait). ErrLeaseLost when another finisher holds
 	// it now or it is not pending.
 	Finish(ctx context.Context, key, owner string, try int, f *Failure) error
+	// MarkFinished records the pending finishes of keys done, in one write,
+	// whoever holds them now (their work is done; see [Finisher.DoneLater]).
+	MarkFinished(ctx context.Context, keys []string) error
 	Get(ctx context.Context, key string) (Record, error)
 }
 
@@ -104,14 +107,6 @@ type Failure struct {
 	Final   bool // FAILED_FINAL rather than FAILED_RETRYABLE
 	Code    string
 	Message string
-}
-
-// StepAllowed reports whether a step may be claimed under a parent record
-// in this state by a lease carrying leaseFence: the fence must be current and
-// the parent RUNNING (its steps) or SUCCEEDED (publish, notify after it). A
-// reset or exhausted parent keeps its fence but admits no step.
-func StepAllowed(fence int64, status Status, leaseFence int64) bool {
-	return fence == leaseFence && (status == StatusRunning || status == StatusSucceeded)
 }
 
 // Action is what a store must do after [Decide].
@@ -215,7 +210,7 @@ func NewRecord(req ClaimRequest, now time.Time) Record {
 	return Record{
 		Key: req.Key, TenantID: m.TenantID, TaskType: m.TaskType, Operation: m.Operation,
 		InputVersion: m.InputVersion, OriginRequestID: m.OriginRequestID, EventSource: m.EventSource,
-		EventID: m.EventID, ParentKey: m.ParentKey, Op: m.Op, InputRef: m.InputRef,
+		EventID: m.EventID, InputRef: m.InputRef,
 		PayloadHash: req.PayloadHash, Status: StatusRunning, Attempt: 1, Fence: 1,
 		LeaseOwner: req.Owner, LeaseTry: req.Try, LeaseUntil: now.Add(req.Lease), CreatedAt: now, UpdatedAt: now,
 	}

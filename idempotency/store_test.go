@@ -95,25 +95,3 @@ func TestDecideFinish(t *testing.T) {
 		})
 	}
 }
-
-func TestStepAllowed(t *testing.T) {
-	cases := []struct {
-		name   string
-		fence  int64
-		status Status
-		want   bool
-	}{
-		{"running, current fence", 2, StatusRunning, true},
-		{"succeeded (publish, notify)", 2, StatusSucceeded, true},
-		{"stale fence", 3, StatusRunning, false},
-		{"reset by a replay", 2, StatusReceived, false},
-		{"failed", 2, StatusFailedFinal, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := StepAllowed(c.fence, c.status, 2); got != c.want {
-				t.Fatalf("got %v", got)
-			}
-		})
-	}
-}

@@ -1,6 +1,7 @@
 package explore_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
 )
 
 // instr is the scheduler's answer at a yield point.
@@ -69,6 +72,16 @@ type actor struct {
 	expect map[string]string
 	// keys the model refused for good in this process
 	modelFinal map[string]bool
+	engine     *idempotency.Engine // the process's, for its finish marks
+}
+
+// atEnd is the end of the process after its call returned: most often it
+// flushes its batched finish marks (FC's pre-stop, SIGTERM); sometimes it is
+// destroyed without (the marks are lost).
+func (a *actor) atEnd() {
+	if a.engine != nil && (a.w.draining || a.w.rng.IntN(4) > 0) {
+		_ = a.engine.Flush(context.Background())
+	}
 }
 
 // yield stops the actor at point until the scheduler answers. A crash ends
@@ -97,6 +110,7 @@ func (w *world) start(a *actor) {
 	go func() {
 		defer func() { w.events <- event{a: a, done: true} }()
 		a.run(a)
+		a.atEnd()
 	}()
 	w.await(a)
 }

@@ -166,10 +166,7 @@ func (w *world) genSpecs(nonce string) {
 		}
 		pairs = append(pairs, s.k.Key, s.name)
 		w.parent[s.k.Key] = s.k.Key
-		for _, op := range []string{"generate", "candidates", "rank", "publish", "notify"} {
-			pairs = append(pairs, keys.OpKey(s.k.Key, op), s.name+":"+op)
-			w.parent[keys.OpKey(s.k.Key, op)] = s.k.Key
-		}
+
 	}
 	w.names = strings.NewReplacer(pairs...)
 }
@@ -344,13 +341,17 @@ func (w *world) noteOutcome(a *actor, o handler.Outcome) {
 // call go through wrappers that yield to the scheduler.
 func (w *world) pipeline(a *actor) *handler.Pipeline {
 	st := &storeW{a: a, s: w.be.store}
+	// Finish marks are written when the process flushes them (atEnd), never
+	// by a timer the scheduler does not see.
 	opts := []idempotency.Option{idempotency.WithLease(w.lease), idempotency.WithMaxAttempts(maxAttempts),
-		idempotency.WithLogger(w.log), idempotency.WithFastTimeout(5 * time.Second), idempotency.WithFastBackoff(0)}
+		idempotency.WithLogger(w.log), idempotency.WithFastTimeout(5 * time.Second), idempotency.WithFastBackoff(0),
+		idempotency.WithFinishBatch(24*time.Hour, 1<<20)}
 	if w.be.fast != nil {
 		opts = append(opts, idempotency.WithFastLayer(&fastW{a: a, f: w.be.fast}))
 	}
 	rs := &resultsW{a: a, r: w.results}
-	return &handler.Pipeline{Engine: idempotency.New(st, opts...),
+	a.engine = idempotency.New(st, opts...)
+	return &handler.Pipeline{Engine: a.engine,
 		Results: func(context.Context, handler.Credentials) (handler.ResultStore, error) { return rs, nil },
 		Model:   &modelW{a: a, m: w.model}, Notify: &notifyW{a: a, n: w.notes}, Tasks: handler.Builtin(), Maint: st,
 		Fault: func(point string) { a.yield("fault "+point, false) }, Log: w.log}

@@ -55,19 +55,16 @@ func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r ide
 	return r, err
 }
 
-func (s *storeW) ClaimStep(ctx context.Context, fence int64, req idempotency.ClaimRequest) (r idempotency.ClaimResult, err error) {
-	err = call(s.a, "store.ClaimStep "+req.Key, storeErr, func() error { r, err = s.s.ClaimStep(ctx, fence, req); return err })
-	if r.Decision == idempotency.DecisionRepeatOther {
-		// The engine would sleep out another owner's step lease in real
-		// time; here it finds the step in progress at once, as when the
-		// lease outlasts its deadline.
-		r.LeaseLeft = 0
-	}
-	return r, err
-}
-
 func (s *storeW) Renew(ctx context.Context, key string, fence int64, d time.Duration) error {
 	return call(s.a, "store.Renew "+key, storeErr, func() error { return s.s.Renew(ctx, key, fence, d) })
+}
+
+func (s *storeW) Checkpoint(ctx context.Context, key string, fence int64, steps map[string]string) error {
+	return call(s.a, "store.Checkpoint "+key, storeErr, func() error { return s.s.Checkpoint(ctx, key, fence, steps) })
+}
+
+func (s *storeW) MarkFinished(ctx context.Context, keys []string) error {
+	return call(s.a, fmt.Sprintf("store.MarkFinished %v", keys), storeErr, func() error { return s.s.MarkFinished(ctx, keys) })
 }
 
 func (s *storeW) Complete(ctx context.Context, key string, fence int64, c idempotency.Completion) error {

@@ -70,8 +70,8 @@ func (s *Store) Defer(ctx context.Context, listed idempotency.Record, d time.Dur
 	})
 }
 
-// Reset performs an audited operator reset (idempotency.ApplyReset); a
-// record that goes back to RECEIVED takes its failed steps with it.
+// Reset performs an audited operator reset (idempotency.ApplyReset); the
+// steps it checkpointed stay.
 func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(records)
@@ -96,33 +96,11 @@ func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (p
 	return prior, after, err
 }
 
-func resetWrite(b *bolt.Bucket, rec idempotency.Record, kind idempotency.ResetKind, now time.Time) error {
+func resetWrite(b *bolt.Bucket, rec idempotency.Record, kind idempotency.ResetKind, _ time.Time) error {
 	if kind == idempotency.ResetNothing {
 		return nil
 	}
-	if err := put(b, rec); err != nil || kind != idempotency.ResetRecord {
-		return err
-	}
-	// Failed steps start over with the record. bbolt forbids writes during
-	// ForEach: collect, then write.
-	var failed []idempotency.Record
-	if err := b.ForEach(func(k, v []byte) error {
-		var st idempotency.Record
-		if json.Unmarshal(v, &st) == nil && st.ParentKey == rec.Key &&
-			(st.Status == idempotency.StatusFailedFinal || st.Status == idempotency.StatusFailedRetryable) {
-			failed = append(failed, st)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, st := range failed {
-		st.Status, st.LeaseUntil, st.UpdatedAt = idempotency.StatusReceived, time.Time{}, now
-		if err := put(b, st); err != nil {
-			return err
-		}
-	}
-	return nil
+	return put(b, rec)
 }
 
 func audit(tx *bolt.Tx, key string, prior idempotency.Status, rp idempotency.Replay, now time.Time) error {

@@ -127,23 +127,6 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	return res, err
 }
 
-// ClaimStep claims a per-operation record while the parent carries parentFence.
-func (s *Store) ClaimStep(ctx context.Context, parentFence int64, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
-	var res idempotency.ClaimResult
-	err := s.update(ctx, func(b *bolt.Bucket) error {
-		parent, err := get(b, req.Meta.ParentKey)
-		if err != nil {
-			return fmt.Errorf("parent %s: %w", req.Meta.ParentKey, err)
-		}
-		if !idempotency.StepAllowed(parent.Fence, parent.Status, parentFence) {
-			return idempotency.ErrLeaseLost
-		}
-		res, err = claim(b, req, s.now())
-		return err
-	})
-	return res, err
-}
-
 func claim(b *bolt.Bucket, req idempotency.ClaimRequest, now time.Time) (idempotency.ClaimResult, error) {
 	rec, err := get(b, req.Key)
 	if errors.Is(err, idempotency.ErrNotFound) {
@@ -186,6 +169,34 @@ func (s *Store) guarded(ctx context.Context, key string, fence int64, mutate fun
 		mutate(&rec, now)
 		rec.UpdatedAt = now
 		return put(b, rec)
+	})
+}
+
+// Checkpoint records the step results under the fence.
+func (s *Store) Checkpoint(ctx context.Context, key string, fence int64, steps map[string]string) error {
+	return s.guarded(ctx, key, fence, func(r *idempotency.Record, _ time.Time) { r.Steps = steps })
+}
+
+// MarkFinished records the pending finishes of keys done, in one
+// transaction.
+func (s *Store) MarkFinished(ctx context.Context, keys []string) error {
+	return s.update(ctx, func(b *bolt.Bucket) error {
+		now := s.now()
+		for _, k := range keys {
+			rec, err := get(b, k)
+			if errors.Is(err, idempotency.ErrNotFound) || (err == nil &&
+				(rec.Status != idempotency.StatusSucceeded || rec.Finish != idempotency.FinishPending)) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = idempotency.FinishDone, time.Time{}, now
+			if err := put(b, rec); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
-	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
 // Harness describes one store configuration.
@@ -70,7 +69,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("EmptyOwnerNeverTakesALiveLease", func(t *testing.T) { emptyOwner(t, h) })
 	t.Run("FailedFinalIsTerminal", func(t *testing.T) { finalTerminal(t, h) })
 	t.Run("PayloadMismatch", func(t *testing.T) { payloadMismatch(t, h) })
-	t.Run("PerOpKeysRunOnce", func(t *testing.T) { perOp(t, h) })
+	t.Run("StepsCheckpointOnTheRecord", func(t *testing.T) { stepsCheckpoint(t, h) })
 	t.Run("DoRunsOnceAndAnswersDuplicates", func(t *testing.T) { doOnce(t, h) })
 	t.Run("DoRecordsPanic", func(t *testing.T) { doPanic(t, h) })
 	t.Run("LeaseNeverOutlivesDeadline", func(t *testing.T) { leaseDeadline(t, h) })
@@ -353,7 +352,10 @@ func payloadMismatch(t *testing.T, h Harness) {
 	}
 }
 
-func perOp(t *testing.T, h Harness) {
+// stepsCheckpoint: a step runs once per key and its result is checkpointed
+// on the record under the fence; a takeover resumes past it, a failing step
+// is not recorded, and a stale lease cannot checkpoint.
+func stepsCheckpoint(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	ctx := context.Background()
 	key := NewKey()
@@ -361,13 +363,12 @@ func perOp(t *testing.T, h Harness) {
 	var runs atomic.Int32
 	step := func(context.Context) (string, error) { runs.Add(1); return "sent", nil }
 	for range 2 {
-		out, err := l1.Step(ctx, "notify", step)
+		out, err := l1.Step(ctx, "send", step)
 		if err != nil || out != "sent" {
 			t.Fatalf("step: %q %v", out, err)
 		}
 	}
 	want(t, "runs", runs.Load(), 1)
-	// A failing step is re-run by the next attempt, a completed one is not.
 	if _, err := l1.Step(ctx, "flaky", func(context.Context) (string, error) {
 		return "", idempotency.Retryable("timeout", errors.New("slow"))
 	}); err == nil {
@@ -378,19 +379,20 @@ func perOp(t *testing.T, h Harness) {
 	if l2 == nil {
 		t.Fatal("no takeover")
 	}
-	if out, err := l2.Step(ctx, "notify", step); err != nil || out != "sent" {
+	if out, err := l2.Step(ctx, "send", step); err != nil || out != "sent" {
 		t.Fatalf("resumed step: %q %v", out, err)
 	}
 	want(t, "runs after takeover", runs.Load(), 1)
-	out, err := l2.Step(ctx, "flaky", func(context.Context) (string, error) { return "ok", nil })
-	if err != nil || out != "ok" {
+	if out, err := l2.Step(ctx, "flaky", func(context.Context) (string, error) { return "ok", nil }); err != nil || out != "ok" {
 		t.Fatalf("flaky retry: %q %v", out, err)
 	}
-	// The per-op record names K and the op.
-	rec := get(t, e, keys.OpKey(key, "notify"))
-	want(t, "parent", rec.ParentKey, key)
-	want(t, "op", rec.Op, "notify")
-	want(t, "status", rec.Status, idempotency.StatusSucceeded)
+	if _, err := l1.Step(ctx, "late", step); !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Fatalf("the stale lease checkpointed: %v", err)
+	}
+	rec := get(t, e, key)
+	want(t, "checkpoints", len(rec.Steps), 2)
+	want(t, "send", rec.Steps["send"], "sent")
+	want(t, "flaky", rec.Steps["flaky"], "ok")
 }
 
 func doOnce(t *testing.T, h Harness) {

@@ -1,7 +1,6 @@
 // Package keys derives the identifiers of DESIGN.md §4.3 from a task event:
 // the business key K, the default input_version, the payload hash stored
-// with the record, the event fingerprint, and the keys of per-operation
-// side-effect records (§4.5).
+// with the record, and the event fingerprint.
 //
 // Everything is hashed over RFC 8785 canonical JSON (package jcs), so member
 // order and whitespace in the event never change a key, while any difference
@@ -125,12 +124,6 @@ func Fingerprint(data json.RawMessage) (string, error) {
 		return "", fmt.Errorf("keys: fingerprint: %w", err)
 	}
 	return sum(canon), nil
-}
-
-// OpKey returns the record key of side effect op under K:
-// hex(sha256(K + ":" + op)).
-func OpKey(k, op string) string {
-	return sum([]byte(k + ":" + op))
 }
 
 // hashStrings hashes the canonical object of name, value pairs; Derive has

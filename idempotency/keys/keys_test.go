@@ -36,7 +36,6 @@ type goldenCase struct {
 	Key          string       `json:"key"`
 	InputVersion string       `json:"input_version"`
 	PayloadHash  string       `json:"payload_hash"`
-	NotifyOpKey  string       `json:"notify_op_key"`
 }
 
 func (g goldenFields) fields() Fields {
@@ -81,7 +80,6 @@ func TestGolden(t *testing.T) {
 		for i := range cases {
 			d := mustDerive(t, cases[i].Fields.fields())
 			cases[i].Key, cases[i].InputVersion, cases[i].PayloadHash = d.Key, d.InputVersion, d.PayloadHash
-			cases[i].NotifyOpKey = OpKey(d.Key, "notify")
 		}
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
@@ -105,9 +103,6 @@ func TestGolden(t *testing.T) {
 			}
 			if d.PayloadHash != tc.PayloadHash {
 				t.Errorf("payload_hash %s, want %s", d.PayloadHash, tc.PayloadHash)
-			}
-			if got := OpKey(d.Key, "notify"); got != tc.NotifyOpKey {
-				t.Errorf("OpKey(K, notify) %s, want %s", got, tc.NotifyOpKey)
 			}
 		})
 	}
@@ -271,21 +266,6 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
-func TestOpKey(t *testing.T) {
-	tests := []struct{ k, op, want string }{
-		// Expected values computed with Python's hashlib.
-		{"abc", "notify", "2df04186dcfb341b1fbeb08c700ca6085e13add267f8f40a953acd12431a2560"},
-		{"", "", "e7ac0786668e0ff0f02b62bd04f45ff636fd82db63b1104601c975dc005f3a67"},
-	}
-	for _, tc := range tests {
-		if got := OpKey(tc.k, tc.op); got != tc.want {
-			t.Errorf("OpKey(%q, %q) = %s, want %s", tc.k, tc.op, got, tc.want)
-		}
-	}
-	if OpKey("k", "notify") == OpKey("k", "other") {
-		t.Error("OpKey ignores op")
-	}
-}
 
 func FuzzDerive(f *testing.F) {
 	f.Add("t-1", "summarize", "create", []byte(`{"doc":"hello","lang":"en"}`), "", "")

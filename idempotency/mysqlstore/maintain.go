@@ -62,8 +62,7 @@ func collect(rows *sql.Rows) ([]idempotency.Record, error) {
 }
 
 // Reset performs an audited operator reset (idempotency.ApplyReset) under
-// the row lock; a record that goes back to RECEIVED takes its failed steps
-// with it. The audit row is written in the same transaction, also when
+// the row lock; the steps it checkpointed stay. The audit row is written in the same transaction, also when
 // there is no record (a dead letter of a delivery that never reached the
 // store); a refused reset writes nothing.
 func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
@@ -99,11 +98,8 @@ func resetWrite(ctx context.Context, tx *sql.Tx, rec idempotency.Record, kind id
 		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET finish = 'PENDING', lease_until = NOW(3),
  last_error_code = '', last_error = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Key)
 	case idempotency.ResetRecord:
-		if _, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', fence = ?, lease_until = NULL,
- sweep_after = NULL, finish = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Fence, rec.Key); err == nil {
-			_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', lease_until = NULL,
- updated_at = NOW(3) WHERE parent_key = ? AND status IN ('FAILED_FINAL', 'FAILED_RETRYABLE')`, rec.Key)
-		}
+		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', fence = ?, lease_until = NULL,
+ sweep_after = NULL, finish = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Fence, rec.Key)
 	}
 	return mapErr(err)
 }

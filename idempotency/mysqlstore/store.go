@@ -7,8 +7,10 @@ package mysqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -92,15 +94,17 @@ func (s *Store) Ping(ctx context.Context) error { return mapErr(s.db.PingContext
 
 const columns = `request_id, tenant_id, task_type, operation, input_version, origin_request_id, event_source,
  event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until, result_ref, input_ref, payload_hash,
- last_error_code, last_error, finish, sweep_after, created_at, updated_at`
+ last_error_code, last_error, finish, steps, sweep_after, created_at, updated_at`
 
 func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record, error) {
 	var r idempotency.Record
 	var st, finish string
+	var steps sql.NullString
 	var lease, sweep sql.NullTime
 	dest := []any{&r.Key, &r.TenantID, &r.TaskType, &r.Operation, &r.InputVersion, &r.OriginRequestID,
 		&r.EventSource, &r.EventID, &r.ParentKey, &r.Op, &st, &r.Attempt, &r.Fence, &r.LeaseOwner, &r.LeaseTry, &lease,
-		&r.ResultRef, &r.InputRef, &r.PayloadHash, &r.LastErrorCode, &r.LastError, &finish, &sweep, &r.CreatedAt, &r.UpdatedAt}
+		&r.ResultRef, &r.InputRef, &r.PayloadHash, &r.LastErrorCode, &r.LastError, &finish, &steps, &sweep,
+		&r.CreatedAt, &r.UpdatedAt}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, idempotency.ErrNotFound
@@ -114,6 +118,11 @@ func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record
 	if sweep.Valid {
 		r.SweepAfter = sweep.Time
 	}
+	if steps.Valid && steps.String != "" {
+		if err := json.Unmarshal([]byte(steps.String), &r.Steps); err != nil {
+			return r, fmt.Errorf("mysqlstore: steps of %s: %w", r.Key, err)
+		}
+	}
 	return r, nil
 }
 
@@ -123,9 +132,9 @@ func (s *Store) Get(ctx context.Context, key string) (idempotency.Record, error)
 }
 
 const insertSQL = `INSERT INTO idempotency_record (request_id, tenant_id, task_type, operation, input_version,
- origin_request_id, event_source, event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until,
+ origin_request_id, event_source, event_id, status, attempt, fence, lease_owner, lease_try, lease_until,
  input_ref, payload_hash, created_at, updated_at)
- VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', 1, 1, ?, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, NOW(3), NOW(3))`
+ VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', 1, 1, ?, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, NOW(3), NOW(3))`
 
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -134,7 +143,7 @@ type execer interface {
 func insert(ctx context.Context, db execer, req idempotency.ClaimRequest) error {
 	m := req.Meta
 	_, err := db.ExecContext(ctx, insertSQL, req.Key, m.TenantID, m.TaskType, m.Operation, m.InputVersion,
-		m.OriginRequestID, m.EventSource, m.EventID, m.ParentKey, m.Op, req.Owner, req.Try, req.Lease.Microseconds(),
+		m.OriginRequestID, m.EventSource, m.EventID, req.Owner, req.Try, req.Lease.Microseconds(),
 		m.InputRef, req.PayloadHash)
 	return mapErr(err)
 }
@@ -160,28 +169,6 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		}
 		return s.inTx(ctx, func(tx *sql.Tx) (idempotency.ClaimResult, error) { return takeover(ctx, tx, req) })
 	})
-}
-
-// ClaimStep claims a per-operation record while the parent still carries
-// parentFence. The check and the claim are separate statements on purpose:
-// the step record alone keeps the step at most once per key, and locking the
-// parent row across the step claim deadlocks with concurrent completions. A
-// parent taken over between the two only lets a worker that was current a
-// moment ago claim a step the new owner then finds in progress.
-func (s *Store) ClaimStep(ctx context.Context, parentFence int64, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
-	var fence int64
-	var status string
-	err := s.db.QueryRowContext(ctx, `SELECT fence, status FROM idempotency_record WHERE request_id = ?`,
-		req.Meta.ParentKey).Scan(&fence, &status)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return idempotency.ClaimResult{}, fmt.Errorf("parent %s: %w", req.Meta.ParentKey, idempotency.ErrNotFound)
-	case err != nil:
-		return idempotency.ClaimResult{}, mapErr(err)
-	case !idempotency.StepAllowed(fence, idempotency.Status(status), parentFence):
-		return idempotency.ClaimResult{}, idempotency.ErrLeaseLost
-	}
-	return s.Claim(ctx, req)
 }
 
 // takeover decides on the locked row with the shared state machine and writes
@@ -269,6 +256,33 @@ func (s *Store) guarded(ctx context.Context, op, set string, args ...any) error 
 	}
 	if n == 0 {
 		return idempotency.ErrLeaseLost
+	}
+	return nil
+}
+
+// Checkpoint records the step results under the fence.
+func (s *Store) Checkpoint(ctx context.Context, key string, fence int64, steps map[string]string) error {
+	b, err := json.Marshal(steps)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return s.guarded(ctx, "checkpoint", `steps = ?`, string(b), key, fence)
+}
+
+// MarkFinished records the pending finishes of keys done in one statement
+// (the unique key finds each row).
+func (s *Store) MarkFinished(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	_, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET finish = 'DONE', lease_until = NULL, updated_at = NOW(3)
+ WHERE request_id IN (?`+strings.Repeat(", ?", len(keys)-1)+`) AND status = 'SUCCEEDED' AND finish = 'PENDING'`, args...)
+	if err != nil {
+		return fmt.Errorf("mark finished: %w", mapErr(err))
 	}
 	return nil
 }

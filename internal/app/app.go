@@ -102,6 +102,8 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		opts = append(opts, idempotency.WithFastLayer(fast))
 	}
 	a.Engine = idempotency.New(store, opts...)
+	// Finish marks still batched are written before the store closes.
+	a.closers = append(a.closers, func() error { return a.Engine.Flush(context.Background()) })
 
 	results, err := resultsFor(cfg)
 	if err != nil {
@@ -181,13 +183,14 @@ func (a *App) Ping(ctx context.Context) error {
 	return nil
 }
 
-// PreStop flushes the decision counters to the store (FC's pre-stop). It
-// keeps every client open: FC calls pre-stop before a freeze too, and a
-// thawed instance must serve. A failed flush is logged and its counts kept
-// for the next one.
+// PreStop flushes the decision counters and the batched finish marks to the
+// store (FC's pre-stop). It keeps every client open: FC calls pre-stop
+// before a freeze too, and a thawed instance must serve. Counts that cannot
+// be written are kept for the next flush; finish marks are not (the sweeper
+// finishes those tasks again, which only publishes again).
 func (a *App) PreStop(ctx context.Context) error {
 	a.recorder.Flush(ctx)
-	return nil
+	return a.Engine.Flush(ctx)
 }
 
 // SchemaTables are the tables `main migrate` creates.

@@ -20,7 +20,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
 )
 
@@ -547,8 +546,7 @@ func cleanRedis(url string, plans []*keyPlan) {
 	defer cancel()
 	var names []string
 	for _, p := range plans {
-		names = append(names, redisfast.Key(p.key), redisfast.Key(keys.OpKey(p.key, "generate")),
-			redisfast.Key(keys.OpKey(p.key, "publish")))
+		names = append(names, redisfast.Key(p.key))
 	}
 	_ = c.Del(ctx, names...).Err()
 }
