@@ -61,7 +61,13 @@ func StoredError(res ClaimResult) error {
 // work (see [Lease.Salvage]).
 // If fn panics, the failure is recorded (code "panic") and the panic goes on.
 func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.Context, l *Lease) (string, error)) (Outcome, error) {
+	if e.o.disabled {
+		return e.doDisabled(ctx, req, fn)
+	}
 	res, l, err := e.Claim(ctx, req)
+	if err == nil && l == nil && res.Decision == DecisionRepeatOther && e.o.waitInFlight > 0 {
+		res, l, err = e.waitInFlight(ctx, req, res)
+	}
 	if err != nil {
 		return Outcome{Key: req.Key}, err
 	}
@@ -122,4 +128,30 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 		ferr = e.Err // re-classed, not re-coded: the code is said once
 	}
 	return out, &Error{Class: class, Code: code, Err: ferr}
+}
+
+// WithDisabled turns idempotency off (default on): Do runs fn every time,
+// without claiming, recording or answering from an earlier delivery, and
+// Lease.Step runs its function without a checkpoint. For tests that
+// exercise the function alone; the engine says so loudly when it starts.
+// The FC template reads IDEMPOTENCY_DISABLED=true and refuses it where
+// IDEMGATE_ENV=production.
+func WithDisabled() Option { return func(o *options) { o.disabled = true } }
+
+// DecisionDisabled is the decision of every call of a disabled engine.
+const DecisionDisabled Decision = "DISABLED"
+
+func (e *Engine) doDisabled(ctx context.Context, req ClaimRequest, fn func(ctx context.Context, l *Lease) (string, error)) (Outcome, error) {
+	out := Outcome{Key: req.Key, Decision: DecisionDisabled, Status: StatusSucceeded}
+	ref, err := fn(ctx, &Lease{e: e, Key: req.Key, Owner: req.Owner, disabled: true})
+	if err != nil {
+		class, code := Classify(err)
+		out.Status, out.ErrorCode, out.Error = StatusFailedRetryable, code, truncate(message(err), 1000)
+		if class == ClassFinal {
+			out.Status = StatusFailedFinal
+		}
+		return out, err
+	}
+	out.ResultRef = ref
+	return out, nil
 }

@@ -34,6 +34,7 @@ type Engine struct {
 	fastDownUntil atomic.Int64 // unix nanos; the fast layer is skipped until then
 	stats         counters
 	marks         finishMarks
+	cache         *cache // nil unless WithLocalCache
 }
 
 type options struct {
@@ -47,6 +48,11 @@ type options struct {
 	observe      func(Decision, bool)
 	finishWindow time.Duration
 	finishMax    int
+	blobs        BlobStore
+	waitInFlight time.Duration
+	disabled     bool
+	cacheSize    int
+	cacheTTL     time.Duration
 }
 
 // Option configures an Engine.
@@ -99,6 +105,13 @@ func New(store Store, opts ...Option) *Engine {
 	e.o = o
 	e.fast = o.fast
 	e.stats.observe = o.observe
+	if o.cacheSize > 0 {
+		e.cache = newCache(o.cacheSize, o.cacheTTL)
+	}
+	if o.disabled {
+		o.log.Warn("IDEMPOTENCY IS DISABLED: every call runs its function; nothing is claimed, recorded or answered " +
+			"from an earlier delivery (WithDisabled; tests only)")
+	}
 	return e
 }
 
@@ -139,6 +152,10 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 	if err != nil {
 		return ClaimResult{}, nil, err
 	}
+	if res, ok := e.cache.get(req.Key, req.PayloadHash); ok {
+		e.stats.count(res.Decision, true)
+		return res, nil, nil
+	}
 	fastClaimed := false
 	if ans, ok := e.fastClaim(ctx, req); ok {
 		switch {
@@ -152,7 +169,8 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 			return ClaimResult{Decision: DecisionRepeatOther, Record: ans.Record, LeaseLeft: ans.LeaseLeft, Source: "redis"}, nil, nil
 		case ans.Verdict == FastSucceeded || ans.Verdict == FastFailedFinal:
 			e.stats.count(DecisionRepeatDone, true)
-			ans.Record.Key = req.Key
+			ans.Record.Key, ans.Record.PayloadHash = req.Key, req.PayloadHash // a terminal answer means it matched
+			e.cache.put(ans.Record)
 			return ClaimResult{Decision: DecisionRepeatDone, Record: ans.Record, Source: "redis"}, nil, nil
 		case ans.Verdict == FastFirst:
 			fastClaimed = true
@@ -164,6 +182,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 		return ClaimResult{}, nil, storeErr("claim", err)
 	}
 	e.stats.count(res.Decision, false)
+	e.cache.put(res.Record)
 	// After a FIRST on both tiers the fast entry already says what the Store
 	// says (our owner, our lease); skip the round trip on the hot path.
 	if !(fastClaimed && res.Decision == DecisionFirst) {
@@ -190,6 +209,7 @@ func (e *Engine) Get(ctx context.Context, key string) (Record, error) {
 // written, the entry is dropped instead; if that fails too, it may answer the
 // old state until it expires (DEDUP_TTL_SECONDS).
 func (e *Engine) Republish(ctx context.Context, rec Record) {
+	e.cache.forget(rec.Key)
 	if e.fast == nil {
 		return
 	}
@@ -249,6 +269,7 @@ type Lease struct {
 	finishAfter bool
 	completed   bool              // Complete left a finish pending under this lease
 	steps       map[string]string // the record's checkpoints, as this lease knows them
+	disabled    bool              // WithDisabled: no store behind it
 }
 
 // Salvage reports whether this lease was granted past the attempt budget:
@@ -305,6 +326,7 @@ func (l *Lease) Complete(ctx context.Context, resultRef string) error {
 	rec := l.snapshot(StatusSucceeded)
 	rec.ResultRef = resultRef
 	l.e.publish(ctx, rec, 0)
+	l.e.cache.put(rec)
 	return nil
 }
 
@@ -347,6 +369,7 @@ func (l *Lease) Fail(ctx context.Context, cause error) (Status, error) {
 	rec := l.snapshot(st)
 	rec.LastErrorCode, rec.LastError = f.Code, f.Message
 	l.e.publish(ctx, rec, 0)
+	l.e.cache.put(rec)
 	return st, nil
 }
 
@@ -371,6 +394,9 @@ func truncate(s string, n int) string {
 // the new owner runs it too; only the owner's checkpoint lands. Keep results
 // small (an ID, an object key): at most MaxResultRef bytes.
 func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context) (string, error)) (string, error) {
+	if l.disabled {
+		return fn(ctx)
+	}
 	if v, ok := l.steps[op]; ok {
 		return v, nil
 	}

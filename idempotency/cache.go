@@ -1,0 +1,58 @@
+package idempotency
+
+import (
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+)
+
+// MaxCacheTTL bounds WithLocalCache's TTL: the fast layer's own bound
+// (redisfast.MaxTTL), so the instance never remembers longer than Redis.
+const MaxCacheTTL = 300 * time.Second
+
+// WithLocalCache keeps up to size terminal answers in the instance's memory
+// for ttl (at most MaxCacheTTL), so a hot duplicate on a warm instance is
+// answered without a network round trip (default off). It changes one
+// guarantee, which is why it is off: an operator's replay resets a key on
+// one instance, and every other instance may still answer the key's old
+// final state from its cache until ttl has passed.
+func WithLocalCache(size int, ttl time.Duration) Option {
+	return func(o *options) { o.cacheSize, o.cacheTTL = size, min(ttl, MaxCacheTTL) }
+}
+
+// cache is the local cache of terminal claim results by key.
+type cache struct{ lru *expirable.LRU[string, ClaimResult] }
+
+func newCache(size int, ttl time.Duration) *cache {
+	return &cache{lru: expirable.NewLRU[string, ClaimResult](size, nil, ttl)}
+}
+
+// get answers a duplicate of key with payloadHash from the cache.
+func (c *cache) get(key, payloadHash string) (ClaimResult, bool) {
+	if c == nil {
+		return ClaimResult{}, false
+	}
+	res, ok := c.lru.Get(key)
+	if !ok {
+		return res, false
+	}
+	if res.Record.PayloadHash != payloadHash {
+		res.Decision = DecisionPayloadMismatch
+	}
+	res.Source = "cache"
+	return res, true
+}
+
+// put remembers a terminal record.
+func (c *cache) put(rec Record) {
+	if c == nil || !rec.Status.Terminal() || rec.PayloadHash == "" {
+		return
+	}
+	c.lru.Add(rec.Key, ClaimResult{Decision: DecisionRepeatDone, Record: rec})
+}
+
+func (c *cache) forget(key string) {
+	if c != nil {
+		c.lru.Remove(key)
+	}
+}

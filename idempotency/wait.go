@@ -1,0 +1,69 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// WithWaitInFlight lets a duplicate that meets another owner's live lease
+// wait up to d (and never past its context's deadline) for the owner's
+// outcome, and answer it, instead of ErrInProgress (default 0: answer at
+// once). It polls the durable store with a growing back-off; if the owner
+// dies and its lease runs out meanwhile, the waiting caller takes the key
+// over and runs fn itself. Off in the FC template: FC retries a delivery
+// answered in progress, and a waiting invocation holds an instance.
+func WithWaitInFlight(d time.Duration) Option { return func(o *options) { o.waitInFlight = d } }
+
+// Poll bounds of WithWaitInFlight.
+const (
+	waitFirstPoll = 25 * time.Millisecond
+	waitMaxPoll   = time.Second
+)
+
+// waitInFlight polls key until its record leaves the in-progress state it
+// was found in, or the wait ends; then it answers as a claim would.
+func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res ClaimResult) (ClaimResult, *Lease, error) {
+	end := time.Now().Add(e.o.waitInFlight)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
+		end = dl
+	}
+	for pause := waitFirstPoll; ; pause = min(2*pause, waitMaxPoll) {
+		pause = min(pause, time.Until(end))
+		if pause <= 0 || !sleep(ctx, pause) {
+			return res, nil, nil
+		}
+		rec, err := e.store.Get(ctx, req.Key)
+		switch {
+		case errors.Is(err, ErrNotFound): // the claimant never reached the store: claim
+			return e.Claim(ctx, req)
+		case err != nil:
+			return res, nil, nil // answer in progress, as without the wait
+		case rec.Status.Terminal():
+			d := DecisionRepeatDone
+			if rec.PayloadHash != req.PayloadHash {
+				d = DecisionPayloadMismatch
+			}
+			e.publish(ctx, rec, 0)
+			return ClaimResult{Decision: d, Record: rec, Source: "wait"}, nil, nil
+		case rec.Status != StatusRunning || !time.Now().Before(rec.LeaseUntil.Add(-clockSlack)):
+			return e.Claim(ctx, req) // failed, reset, or the owner's lease ran out: the store decides
+		}
+	}
+}
+
+// clockSlack: a lease that ends within this by the local clock is left to
+// the store to judge on its own clock.
+const clockSlack = 50 * time.Millisecond
+
+// sleep waits d or until ctx ends; it reports whether it waited.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
