@@ -21,7 +21,9 @@ func WithLocalCache(size int, ttl time.Duration) Option {
 }
 
 // cache is the local cache of terminal claim results by key.
-type cache struct{ lru *expirable.LRU[string, ClaimResult] }
+type cache struct {
+	lru *expirable.LRU[string, ClaimResult]
+}
 
 func newCache(size int, ttl time.Duration) *cache {
 	return &cache{lru: expirable.NewLRU[string, ClaimResult](size, nil, ttl)}

@@ -266,7 +266,6 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
-
 func FuzzDerive(f *testing.F) {
 	f.Add("t-1", "summarize", "create", []byte(`{"doc":"hello","lang":"en"}`), "", "")
 	f.Add("t-1", "summarize", "create", []byte(`{"b":[1.0,1e3,{"y":null,"x":"\u00e9"}],"a":-0}`), "", "order-42")
