@@ -19,6 +19,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/event"
+	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/config"
 	"github.com/idemgate/idemgate/internal/logx"
@@ -473,4 +475,91 @@ func TestWhiteSpace(t *testing.T) {
 			t.Errorf("keywords text %q: task type: %v; schema: %v", s+s, kerr, serr)
 		}
 	}
+}
+
+// TestEventsDoc: the worked example in docs/events.md is what the function
+// derives for its sample, and every relative link in the doc leads to a file
+// (and heading) that exists.
+func TestEventsDoc(t *testing.T) {
+	doc, err := os.ReadFile("../events.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile("../../testdata/events/eventbridge-single.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := event.Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := inv.Tasks[0]
+	d, err := keys.Derive(keys.Fields{TenantID: ev.TenantID, TaskType: ev.TaskType, Operation: ev.Operation,
+		Input: ev.Input, InputVersion: ev.InputVersion, IdempotencyKey: ev.IdempotencyKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := keys.Fingerprint(ev.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"input_version  " + d.InputVersion, "K              " + d.Key,
+		"payload_hash   " + d.PayloadHash, "fingerprint    " + fp} {
+		if !bytes.Contains(doc, []byte(line)) {
+			t.Errorf("docs/events.md lacks the worked example's line %q", line)
+		}
+	}
+	checkLinks(t, "../events.md", doc)
+}
+
+var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// checkLinks checks the relative links of the Markdown file path (text doc):
+// the file exists and, for a #fragment, has a heading with that GitHub anchor.
+func checkLinks(t *testing.T, path string, doc []byte) {
+	t.Helper()
+	for _, m := range link.FindAllSubmatch(doc, -1) {
+		target := string(m[1])
+		if strings.Contains(target, "://") {
+			continue
+		}
+		file, frag, _ := strings.Cut(target, "#")
+		file = filepath.Join(filepath.Dir(path), file)
+		if target[0] == '#' {
+			file = path
+		}
+		text, err := os.ReadFile(file)
+		if err != nil {
+			if _, serr := os.Stat(file); serr != nil {
+				t.Errorf("%s: link %s: %v", path, target, serr)
+			}
+			continue
+		}
+		if frag != "" && !slices.Contains(anchors(text), frag) {
+			t.Errorf("%s: link %s: no heading with anchor %q in %s", path, target, frag, file)
+		}
+	}
+}
+
+// anchors are the GitHub anchors of a Markdown file's headings: lower case,
+// punctuation dropped, spaces as hyphens.
+func anchors(md []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(md), "\n") {
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteByte('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
