@@ -260,9 +260,6 @@ func TestTaskTypesMatchRegistry(t *testing.T) {
 	}
 }
 
-// repeat returns n copies of s.
-func repeat(s string, n int) string { return strings.Repeat(s, n) }
-
 // dataCase is one task data object and the verdict the function gives it.
 type dataCase struct {
 	name string
@@ -314,7 +311,7 @@ func str(s string) string {
 // nested returns an input object nested depth levels deep (the input
 // itself is level 1) that summarize accepts.
 func nested(depth int) string {
-	return `{"content":"deep","x":` + repeat(`{"x":`, depth-2) + `{}` + repeat(`}`, depth-2) + `}`
+	return `{"content":"deep","x":` + strings.Repeat(`{"x":`, depth-2) + `{}` + strings.Repeat(`}`, depth-2) + `}`
 }
 
 // badMaxWords is what summarize answers for a max_words it cannot read: it
@@ -331,11 +328,11 @@ var dataCases = []dataCase{
 		"idempotency_key": "null", "notify": "null"})},
 	{name: "unknown data members are kept", data: data(map[string]string{"priority": "3", "labels": `["a"]`})},
 	{name: "identifier with inner white space and non-ASCII", data: data(map[string]string{"tenant_id": `"租户 一"`})},
-	{name: "tenant_id of 128 bytes", data: data(map[string]string{"tenant_id": str(repeat("t", 128))})},
-	{name: "operation of 128 bytes", data: data(map[string]string{"operation": str(repeat("o", 128))})},
-	{name: "idempotency_key of 256 bytes", data: data(map[string]string{"idempotency_key": str(repeat("k", 256))})},
-	{name: "request_id of 128 printable ASCII", data: data(map[string]string{"request_id": str("~" + repeat("r", 126) + "!")})},
-	{name: "notify.url of 2048 bytes", data: data(map[string]string{"notify": `{"url":` + str("http://h.example/"+repeat("p", 2031)) + `}`})},
+	{name: "tenant_id of 128 bytes", data: data(map[string]string{"tenant_id": str(strings.Repeat("t", 128))})},
+	{name: "operation of 128 bytes", data: data(map[string]string{"operation": str(strings.Repeat("o", 128))})},
+	{name: "idempotency_key of 256 bytes", data: data(map[string]string{"idempotency_key": str(strings.Repeat("k", 256))})},
+	{name: "request_id of 128 printable ASCII", data: data(map[string]string{"request_id": str("~" + strings.Repeat("r", 126) + "!")})},
+	{name: "notify.url of 2048 bytes", data: data(map[string]string{"notify": `{"url":` + str("http://h.example/"+strings.Repeat("p", 2031)) + `}`})},
 	{name: "notify.url forms", data: data(map[string]string{"notify": `{"url":"HTTP://user:p%41ss@[::1]:8080/a%20b/c d?q=%zz"}`})},
 	{name: "notify with other members", data: data(map[string]string{"notify": `{"url":"http://10.0.0.1","method":"POST"}`})},
 	{name: "summarize content of one space", data: data(map[string]string{"input": `{"content":" "}`})},
@@ -371,13 +368,13 @@ var dataCases = []dataCase{
 	{name: "notify.url control character", data: data(map[string]string{"notify": `{"url":"http://h.example/a\u0007"}`}), want: "invalid_request", field: "url"},
 
 	// Rejected by the pipeline's limits, before any claim.
-	{name: "tenant_id of 129 bytes", data: data(map[string]string{"tenant_id": str(repeat("t", 129))}), want: "field_too_long", field: "tenant_id"},
-	{name: "task_type of 65 bytes", data: data(map[string]string{"task_type": str(repeat("s", 65))}), want: "field_too_long", field: "task_type"},
-	{name: "operation of 129 bytes", data: data(map[string]string{"operation": str(repeat("o", 129))}), want: "field_too_long", field: "operation"},
-	{name: "input_version of 129 bytes", data: data(map[string]string{"input_version": str(repeat("v", 129))}), want: "field_too_long", field: "input_version"},
-	{name: "request_id of 129 bytes", data: data(map[string]string{"request_id": str(repeat("r", 129))}), want: "field_too_long", field: "request_id"},
-	{name: "idempotency_key of 257 bytes", data: data(map[string]string{"idempotency_key": str(repeat("k", 257))}), want: "field_too_long", field: "idempotency_key"},
-	{name: "notify.url of 2049 bytes", data: data(map[string]string{"notify": `{"url":` + str("http://h.example/"+repeat("p", 2032)) + `}`}), want: "field_too_long", field: "url"},
+	{name: "tenant_id of 129 bytes", data: data(map[string]string{"tenant_id": str(strings.Repeat("t", 129))}), want: "field_too_long", field: "tenant_id"},
+	{name: "task_type of 65 bytes", data: data(map[string]string{"task_type": str(strings.Repeat("s", 65))}), want: "field_too_long", field: "task_type"},
+	{name: "operation of 129 bytes", data: data(map[string]string{"operation": str(strings.Repeat("o", 129))}), want: "field_too_long", field: "operation"},
+	{name: "input_version of 129 bytes", data: data(map[string]string{"input_version": str(strings.Repeat("v", 129))}), want: "field_too_long", field: "input_version"},
+	{name: "request_id of 129 bytes", data: data(map[string]string{"request_id": str(strings.Repeat("r", 129))}), want: "field_too_long", field: "request_id"},
+	{name: "idempotency_key of 257 bytes", data: data(map[string]string{"idempotency_key": str(strings.Repeat("k", 257))}), want: "field_too_long", field: "idempotency_key"},
+	{name: "notify.url of 2049 bytes", data: data(map[string]string{"notify": `{"url":` + str("http://h.example/"+strings.Repeat("p", 2032)) + `}`}), want: "field_too_long", field: "url"},
 	{name: "request_id not ASCII", data: data(map[string]string{"request_id": `"req-é"`}), want: "invalid_request", field: "request_id"},
 	{name: "request_id with a tab", data: data(map[string]string{"request_id": `"req\t1"`}), want: "invalid_request", field: "request_id"},
 	{name: "unknown task_type", data: data(map[string]string{"task_type": `"translate"`}), want: "invalid_request", field: "task_type"},
@@ -395,9 +392,9 @@ var dataCases = []dataCase{
 	{name: "keywords text null", data: data(kw(`{"text":null}`)), want: "invalid_request", field: "text"},
 
 	// What JSON Schema cannot say.
-	{name: "tenant_id of 65 two-byte characters", data: data(map[string]string{"tenant_id": str(repeat("é", 65))}),
+	{name: "tenant_id of 65 two-byte characters", data: data(map[string]string{"tenant_id": str(strings.Repeat("é", 65))}),
 		want: "field_too_long", field: "tenant_id", gap: "maxLength counts characters; the function counts UTF-8 bytes"},
-	{name: "input over 1 MiB", data: data(map[string]string{"input": `{"content":` + str(repeat("a", 1<<20)) + `}`}),
+	{name: "input over 1 MiB", data: data(map[string]string{"input": `{"content":` + str(strings.Repeat("a", 1<<20)) + `}`}),
 		want: "input_too_large", field: "input", gap: "JSON Schema has no limit on an object's encoded size"},
 	{name: "input nested 65 deep", data: data(map[string]string{"input": nested(65)}),
 		want: "input_too_deep", field: "input", gap: "JSON Schema has no limit on nesting"},
