@@ -252,6 +252,8 @@ func Idemgate() Stack {
 				{"LLM_TIMEOUT_SECONDS", in.llmTimeout}, {"DEDUP_TTL_SECONDS", in.dedupTTL},
 				{"LEASE_SECONDS", in.lease}, {"MAX_ATTEMPTS", in.maxAttempts},
 				{"NOTIFY_ALLOWED_HOSTS", in.notifyAllowedHosts}, {"NOTIFY_SIGNING_SECRET", in.notifySigningSecret},
+				// The production marker: IDEMPOTENCY_DISABLED is refused here.
+				{"IDEMGATE_ENV", Lit("production")},
 			},
 			Async: &Async{MaxRetries: 3, MaxEventAgeS: 86400,
 				OnFailure: PerFormat{S: in.dlqARN, ROS: dlq("/messages")}},
@@ -292,6 +294,8 @@ func Idemgate() Stack {
 			{"ALIBABA_CLOUD_ACCESS_KEY_ID ALIBABA_CLOUD_ACCESS_KEY_SECRET ALIBABA_CLOUD_SECURITY_TOKEN",
 				"STS credentials of the function role, which FC sends with every invocation; never put an AccessKey in a deploy file"},
 			{"DASHSCOPE_API_KEY", "fallback name of LLM_API_KEY, which the deploy files set (and which wins)"},
+			{"KEY_FALLBACK", "strict by default: a deployment that keys events by their data's fingerprint sets it on purpose"},
+			{"IDEMPOTENCY_DISABLED", "tests only; IDEMGATE_ENV=production, which the deploy files set, refuses it"},
 		},
 	}
 }

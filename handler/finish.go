@@ -24,12 +24,17 @@ type storedInput struct {
 	Input          json.RawMessage `json:"input"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	Notify         *event.Notify   `json:"notify,omitempty"`
+	// KeyFingerprint: K was derived from this fingerprint (KEY_FALLBACK).
+	KeyFingerprint string `json:"key_fingerprint,omitempty"`
 }
 
 // inputDoc is input.json of t, canonical JSON.
-func inputDoc(t *event.Task, inputVersion string) ([]byte, error) {
+func inputDoc(t *event.Task, inputVersion, keyFP string) ([]byte, error) {
 	doc := map[string]any{"tenant_id": t.TenantID, "task_type": t.TaskType, "operation": t.Operation,
 		"input_version": inputVersion, "input": t.Input}
+	if keyFP != "" {
+		doc["key_fingerprint"] = keyFP
+	}
 	if t.IdempotencyKey != "" {
 		doc["idempotency_key"] = t.IdempotencyKey
 	}
@@ -47,7 +52,7 @@ func (p *Pipeline) saveInput(ctx context.Context, t *task) (*event.Notify, error
 	if err != nil {
 		return nil, idempotency.Final("invalid_request", err)
 	}
-	doc, err := inputDoc(t.Task, t.d.InputVersion)
+	doc, err := inputDoc(t.Task, t.d.InputVersion, t.keyFP)
 	if err != nil {
 		return nil, idempotency.Final("invalid_request", err)
 	}

@@ -100,8 +100,7 @@ func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec idempoten
 	t := &event.Task{TenantID: doc.TenantID, TaskType: doc.TaskType, Operation: doc.Operation, Input: doc.Input,
 		InputVersion: doc.InputVersion, RequestID: rec.OriginRequestID, IdempotencyKey: doc.IdempotencyKey,
 		Notify: doc.Notify, Data: data, EventSource: rec.EventSource, EventID: rec.EventID}
-	d, err := keys.Derive(keys.Fields{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation, Input: t.Input,
-		InputVersion: t.InputVersion, IdempotencyKey: t.IdempotencyKey})
+	d, err := deriveKey(t, doc.KeyFingerprint)
 	if err != nil || d.Key != rec.Key {
 		return nil, idempotency.Final("bad_input", fmt.Errorf("input.json of %s derives another key", rec.Key))
 	}
@@ -308,12 +307,12 @@ func (p *Pipeline) ReplayDLQ(ctx context.Context, body []byte, r ReplayRequest, 
 	if err := r.check(); err != nil {
 		return nil, err
 	}
-	inv, err := event.Parse(body)
+	inv, err := event.ParseWith(body, event.Options{KeyFallback: p.KeyFallback})
 	if inv == nil {
 		return nil, err
 	}
 	if inv.Kind == event.KindFailureDestination {
-		if inv, err = inv.Original(); inv == nil {
+		if inv, err = inv.OriginalWith(event.Options{KeyFallback: p.KeyFallback}); inv == nil {
 			return nil, err
 		}
 	}
@@ -332,10 +331,17 @@ func (p *Pipeline) ReplayDLQ(ctx context.Context, body []byte, r ReplayRequest, 
 }
 
 func (p *Pipeline) replayTask(ctx context.Context, t *event.Task, r ReplayRequest, meta Meta, owner string) Outcome {
-	d, err := keys.Derive(keys.Fields{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
-		Input: t.Input, InputVersion: t.InputVersion, IdempotencyKey: t.IdempotencyKey})
+	keyFP := ""
+	if p.KeyFallback && (t.TenantID == "" || t.Operation == "") {
+		fp, err := keys.Fingerprint(t.Data)
+		if err != nil {
+			return failure(Outcome{RequestID: t.RequestID}, idempotency.Final("invalid_request", err))
+		}
+		keyFP = fp
+	}
+	d, err := deriveKey(t, keyFP)
 	if err != nil {
-		return failure(Outcome{RequestID: t.RequestID}, idempotency.Final("invalid_request", err))
+		return failure(Outcome{RequestID: t.RequestID}, err)
 	}
 	prior, after, err := p.reset(ctx, d.Key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "dlq",
 		PayloadHash: d.PayloadHash})

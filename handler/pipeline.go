@@ -9,7 +9,6 @@ import (
 
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
-	"github.com/idemgate/idemgate/idempotency/jcs"
 	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/logx"
 	"github.com/idemgate/idemgate/ossresult"
@@ -24,6 +23,9 @@ type Pipeline struct {
 	Notify  Notifier // nil: notify.url is refused as unsupported
 	Tasks   *Registry
 	Maint   idempotency.Maintainer // nil: sweep and replay are unavailable
+	// KeyFallback keys an event without tenant_id or operation by the
+	// fingerprint of its data instead of refusing it (KEY_FALLBACK=fingerprint).
+	KeyFallback bool
 	// Fault, when set, is called at named points of the pipeline; the drill
 	// tests kill the process there (IDEMGATE_FAULT). Nil in production.
 	Fault func(point string)
@@ -45,7 +47,7 @@ func (p *Pipeline) Handle(ctx context.Context, body []byte, meta Meta) (r Reply)
 		// needs an owner of its own, or two would take each other's lease.
 		meta.RequestID = newOwner("no-request-id")
 	}
-	inv, err := event.Parse(body)
+	inv, err := event.ParseWith(body, event.Options{KeyFallback: p.KeyFallback})
 	if inv == nil {
 		o := failure(Outcome{RequestID: meta.RequestID}, err)
 		p.Log.WarnContext(ctx, "event rejected", "errorType", o.ErrorType, "error", o.ErrorMessage, "body_bytes", len(body))
@@ -131,6 +133,7 @@ type task struct {
 	*event.Task
 	d     keys.Derived
 	fp    string // the fingerprint of the event's data
+	keyFP string // the fingerprint K comes from (KEY_FALLBACK), or ""
 	reqID string // the upstream request id, or the fingerprint standing in for it
 	tt    TaskType
 	rs    ResultStore
@@ -190,20 +193,19 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 	if err := checkLimits(ev); err != nil {
 		return nil, o, err
 	}
-	d, err := keys.Derive(keys.Fields{TenantID: ev.TenantID, TaskType: ev.TaskType, Operation: ev.Operation,
-		Input: ev.Input, InputVersion: ev.InputVersion, IdempotencyKey: ev.IdempotencyKey})
-	if err != nil {
-		code := "invalid_request"
-		if errors.Is(err, jcs.ErrTooDeep) {
-			code = "input_too_deep"
-		}
-		return nil, o, idempotency.Final(code, err)
-	}
 	fp, err := keys.Fingerprint(ev.Data)
 	if err != nil {
 		return nil, o, idempotency.Final("invalid_request", err)
 	}
-	t := &task{Task: ev, d: d, fp: fp, reqID: ev.RequestID}
+	keyFP := ""
+	if p.KeyFallback && (ev.TenantID == "" || ev.Operation == "") {
+		keyFP = fp
+	}
+	d, err := deriveKey(ev, keyFP)
+	if err != nil {
+		return nil, o, err
+	}
+	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, reqID: ev.RequestID}
 	if t.reqID == "" {
 		t.reqID = fp // layer 3: the fingerprint stands in for a missing request id
 	}

@@ -114,12 +114,15 @@ func (inv *Invocation) OriginalEvent() ([]byte, error) {
 // Original parses the original event of a failure-destination message. A
 // payload that is itself a failure-destination message is refused, so a
 // destination wired back to this function cannot replay in a loop.
-func (inv *Invocation) Original() (*Invocation, error) {
+func (inv *Invocation) Original() (*Invocation, error) { return inv.OriginalWith(Options{}) }
+
+// OriginalWith is Original, parsed with o.
+func (inv *Invocation) OriginalWith(o Options) (*Invocation, error) {
 	p, err := inv.OriginalEvent()
 	if err != nil {
 		return nil, err
 	}
-	orig, err := Parse(p)
+	orig, err := ParseWith(p, o)
 	if orig != nil && orig.Kind == KindFailureDestination {
 		return nil, newError(TypeUnsupportedEvent, "requestPayload", "the original event is itself a failure-destination message")
 	}

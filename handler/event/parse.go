@@ -79,7 +79,19 @@ type Invocation struct {
 // err is not nil, so the caller can label the failure; for KindBatch the
 // accepted members are in Tasks and err is BatchErr. Every non-nil error is
 // an *Error.
-func Parse(body []byte) (*Invocation, error) {
+func Parse(body []byte) (*Invocation, error) { return ParseWith(body, Options{}) }
+
+// Options loosen what Parse requires of a task event.
+type Options struct {
+	// KeyFallback: tenant_id and operation may be absent (the caller then
+	// keys the task by its data's fingerprint; the template's
+	// KEY_FALLBACK=fingerprint). task_type and input stay required: they say
+	// what to run.
+	KeyFallback bool
+}
+
+// ParseWith is Parse with options.
+func ParseWith(body []byte, o Options) (*Invocation, error) {
 	// The strict pass also splits the body: an object into its members, an
 	// array (a batch) into its events.
 	kind := jsonKind(body)
@@ -99,7 +111,7 @@ func Parse(body []byte) (*Invocation, error) {
 	}
 	switch kind {
 	case '[':
-		return parseBatch(els)
+		return parseBatch(els, o)
 	case '{':
 	default:
 		return nil, newError(TypeMalformedEvent, "", "the body must be a JSON object or array")
@@ -111,7 +123,7 @@ func Parse(body []byte) (*Invocation, error) {
 	isTimer := hasTime || hasName
 	switch {
 	case isCE:
-		return parseSingle(body, obj)
+		return parseSingle(body, obj, o)
 	case isDest && isTimer:
 		return nil, newError(TypeUnsupportedEvent, "", "ambiguous body: has both failure-destination (requestContext) and timer (triggerTime/triggerName) members")
 	case isDest:
@@ -127,7 +139,7 @@ func Parse(body []byte) (*Invocation, error) {
 		}
 		return &Invocation{Kind: KindTimer, Timer: t}, nil
 	case looksLikeCloudEvent(obj):
-		return parseSingle(body, obj)
+		return parseSingle(body, obj, o)
 	default:
 		return nil, newError(TypeUnsupportedEvent, "", "unrecognised event: not a CloudEvent, timer or failure-destination message")
 	}
@@ -144,9 +156,9 @@ func looksLikeCloudEvent(obj map[string]json.RawMessage) bool {
 	return false
 }
 
-func parseSingle(body []byte, attrs map[string]json.RawMessage) (*Invocation, error) {
+func parseSingle(body []byte, attrs map[string]json.RawMessage, o Options) (*Invocation, error) {
 	inv := &Invocation{Kind: KindSingle, Size: 1}
-	t, err := parseMember(body, -1, attrs)
+	t, err := parseMember(body, -1, attrs, o)
 	if err != nil {
 		inv.Rejected = []*Error{asError(err)}
 		return inv, err
@@ -155,10 +167,10 @@ func parseSingle(body []byte, attrs map[string]json.RawMessage) (*Invocation, er
 	return inv, nil
 }
 
-func parseBatch(els []json.RawMessage) (*Invocation, error) {
+func parseBatch(els []json.RawMessage, o Options) (*Invocation, error) {
 	inv := &Invocation{Kind: KindBatch, Size: len(els)}
 	for i, m := range els {
-		t, err := parseMember(m, i, nil)
+		t, err := parseMember(m, i, nil, o)
 		if err != nil {
 			inv.Rejected = append(inv.Rejected, asError(err))
 			continue
@@ -174,7 +186,7 @@ func parseBatch(els []json.RawMessage) (*Invocation, error) {
 
 // parseMember validates one CloudEvent and extracts its task. index is the
 // batch position, -1 for a single event.
-func parseMember(raw []byte, index int, attrs map[string]json.RawMessage) (*Task, error) {
+func parseMember(raw []byte, index int, attrs map[string]json.RawMessage, o Options) (*Task, error) {
 	var (
 		env *envelope
 		err error
@@ -183,7 +195,7 @@ func parseMember(raw []byte, index int, attrs map[string]json.RawMessage) (*Task
 		err = newError(TypeInvalidEnvelope, "", "a batch member must be a CloudEvent JSON object")
 	} else if env, err = parseEnvelope(raw, attrs); err == nil {
 		var t *Task
-		if t, err = taskFromEnvelope(env); err == nil {
+		if t, err = taskFromEnvelope(env, o); err == nil {
 			t.Index = max(index, 0)
 			t.Raw = json.RawMessage(raw)
 			return t, nil

@@ -61,7 +61,7 @@ type Notify struct {
 //
 // Anything else (absent, null, an array, a number, text/plain content, binary
 // that is not JSON) is invalid_request on field "data".
-func taskFromEnvelope(env *envelope) (*Task, error) {
+func taskFromEnvelope(env *envelope, o Options) (*Task, error) {
 	data, err := dataObject(env)
 	if err != nil {
 		return nil, err
@@ -85,9 +85,9 @@ func taskFromEnvelope(env *envelope) (*Task, error) {
 		dst      *string
 		required bool
 	}{
-		{"tenant_id", &t.TenantID, true},
+		{"tenant_id", &t.TenantID, !o.KeyFallback},
 		{"task_type", &t.TaskType, true},
-		{"operation", &t.Operation, true},
+		{"operation", &t.Operation, !o.KeyFallback},
 		{"input_version", &t.InputVersion, false},
 		{"request_id", &t.RequestID, false},
 		{"idempotency_key", &t.IdempotencyKey, false},

@@ -86,6 +86,9 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 	a.closers = append(a.closers, rec.Close) // flushed before the store closes
 	opts := []idempotency.Option{idempotency.WithLease(cfg.Lease), idempotency.WithMaxAttempts(cfg.MaxAttempts),
 		idempotency.WithLogger(log), idempotency.WithObserver(rec.Observe)}
+	if cfg.Disabled {
+		opts = append(opts, idempotency.WithDisabled())
+	}
 	if cfg.RedisURL != "" {
 		rdb, err := redisfast.Dial(cfg.RedisURL, 0)
 		if err != nil {
@@ -117,7 +120,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 	}
 	a.Pipeline = &handler.Pipeline{Engine: a.Engine, Results: results, Model: model, Notify: notify.New(notify.Options{Timeout: 10 * time.Second,
 		Allow: cfg.NotifyAllowedHosts, SigningSecret: cfg.NotifySigningSecret}),
-		Tasks: handler.Builtin(), Maint: store, Log: log}
+		Tasks: handler.Builtin(), Maint: store, Log: log, KeyFallback: cfg.KeyFallback == "fingerprint"}
 	return a, nil
 }
 

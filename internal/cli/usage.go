@@ -35,6 +35,9 @@ var envDocs = []envDoc{
 	{"FC_CUSTOM_LISTEN_PORT", "port of the custom-runtime server (FC sets it; else FC_SERVER_PORT, else 9000)"},
 	{"FC_SERVER_PORT", "port of the custom-runtime server when FC_CUSTOM_LISTEN_PORT is unset"},
 	{"FC_RUNTIME_API", "set by FC's go1 runtime: serve through its runtime API instead of HTTP"},
+	{"KEY_FALLBACK", "strict (default): refuse events without tenant_id or operation; fingerprint: key them by their data"},
+	{"IDEMPOTENCY_DISABLED", "true: run every task without idempotency (tests only; refused where IDEMGATE_ENV=production)"},
+	{"IDEMGATE_ENV", "production marks a deployed function (the deploy files set it): IDEMPOTENCY_DISABLED is refused there"},
 	{"IDEMGATE_FAULT", "crash drills only: a pipeline point where the process kills itself (POINT or POINT:panic)"},
 }
 
@@ -46,7 +49,7 @@ var (
 		"ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN"}
 	envModel    = []string{"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS"}
 	envPipeline = join(envStore, envFast, envResults, envModel, []string{"LEASE_SECONDS", "MAX_ATTEMPTS",
-		"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "IDEMGATE_FAULT"})
+		"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "KEY_FALLBACK", "IDEMPOTENCY_DISABLED", "IDEMGATE_ENV", "IDEMGATE_FAULT"})
 )
 
 func join(groups ...[]string) []string {

@@ -39,6 +39,14 @@ type Config struct {
 	NotifyAllowedHosts notify.AllowList
 	// NotifySigningSecret keys the HMAC on every notify POST; empty: unsigned.
 	NotifySigningSecret string
+	// KeyFallback: "fingerprint" keys events without tenant_id or operation
+	// by their data's fingerprint; "" (strict) refuses them.
+	KeyFallback string
+	// Disabled runs every task without idempotency (IDEMPOTENCY_DISABLED;
+	// tests only, refused where Env is production).
+	Disabled bool
+	// Env is IDEMGATE_ENV; "production" refuses IDEMPOTENCY_DISABLED.
+	Env string
 }
 
 // Variables lists every variable Load reads, for the deploy-file consistency
@@ -48,7 +56,7 @@ var Variables = []string{
 	"ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN",
 	"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS",
 	"DEDUP_TTL_SECONDS", "LEASE_SECONDS", "MAX_ATTEMPTS", "FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT",
-	"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET",
+	"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "KEY_FALLBACK", "IDEMPOTENCY_DISABLED", "IDEMGATE_ENV",
 }
 
 // Defaults.
@@ -99,6 +107,25 @@ func Load(getenv func(string) string) (Config, error) {
 		LLMModel:        str("LLM_MODEL", ""),
 
 		NotifySigningSecret: str("NOTIFY_SIGNING_SECRET", ""),
+		KeyFallback:         str("KEY_FALLBACK", ""),
+		Env:                 str("IDEMGATE_ENV", ""),
+	}
+	switch c.KeyFallback {
+	case "", "strict":
+		c.KeyFallback = ""
+	case "fingerprint":
+	default:
+		bad("KEY_FALLBACK", fmt.Sprintf("want strict or fingerprint, got %q", c.KeyFallback))
+	}
+	switch v := str("IDEMPOTENCY_DISABLED", "false"); v {
+	case "true":
+		c.Disabled = true
+		if c.Env == "production" {
+			bad("IDEMPOTENCY_DISABLED", "refused where IDEMGATE_ENV=production: it turns off every guarantee (tests only)")
+		}
+	case "false":
+	default:
+		bad("IDEMPOTENCY_DISABLED", fmt.Sprintf("want true or false, got %q", v))
 	}
 	c.LLMTimeout = time.Duration(num("LLM_TIMEOUT_SECONDS", 60, 1, 3600)) * time.Second
 	c.DedupTTL = time.Duration(num("DEDUP_TTL_SECONDS", 300, 1, 300)) * time.Second

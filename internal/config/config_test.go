@@ -38,6 +38,25 @@ func TestLoad(t *testing.T) {
 			}
 		}},
 		{name: "ttl above 300", env: map[string]string{"DEDUP_TTL_SECONDS": "301"}, wantErr: "DEDUP_TTL_SECONDS"},
+		{name: "kill switch in a test", env: map[string]string{"IDEMPOTENCY_DISABLED": "true"}, check: func(t *testing.T, c Config) {
+			if !c.Disabled {
+				t.Fatal("not disabled")
+			}
+		}},
+		{name: "kill switch refused in production", env: map[string]string{"IDEMPOTENCY_DISABLED": "true", "IDEMGATE_ENV": "production"},
+			wantErr: "IDEMPOTENCY_DISABLED: refused where IDEMGATE_ENV=production"},
+		{name: "kill switch not a boolean", env: map[string]string{"IDEMPOTENCY_DISABLED": "yes"}, wantErr: "IDEMPOTENCY_DISABLED"},
+		{name: "fingerprint fallback", env: map[string]string{"KEY_FALLBACK": "fingerprint"}, check: func(t *testing.T, c Config) {
+			if c.KeyFallback != "fingerprint" {
+				t.Fatal(c.KeyFallback)
+			}
+		}},
+		{name: "strict is the default", env: map[string]string{"KEY_FALLBACK": "strict"}, check: func(t *testing.T, c Config) {
+			if c.KeyFallback != "" {
+				t.Fatal(c.KeyFallback)
+			}
+		}},
+		{name: "unknown fallback", env: map[string]string{"KEY_FALLBACK": "jmespath"}, wantErr: "KEY_FALLBACK"},
 		{name: "lease not a number", env: map[string]string{"LEASE_SECONDS": "1m"}, wantErr: "LEASE_SECONDS"},
 		{name: "zero attempts", env: map[string]string{"MAX_ATTEMPTS": "0"}, wantErr: "MAX_ATTEMPTS"},
 		{name: "model without key", env: map[string]string{"LLM_MODEL": "qwen-max"}, wantErr: "LLM_API_KEY"},

@@ -1,0 +1,105 @@
+package keys
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency/jcs"
+)
+
+// Key helpers for functions whose events carry no task fields: each returns
+// K, 64 lowercase hex, as the hash of an RFC 8785 document that names what
+// went into it.
+
+// ErrNoSuchPath: a selected path is absent from the event (or null).
+var ErrNoSuchPath = errors.New("keys: no such path")
+
+// FromPaths derives K from the values at paths in a JSON document: the
+// selection {"<path>": <value>, …} in canonical form (Powertools'
+// event_key_jmespath, for the dotted paths most events need: "data.order_id",
+// "data.items.0.sku"). A missing or null value is ErrNoSuchPath: a key that
+// silently ignored a missing field would merge unrelated events.
+func FromPaths(doc []byte, paths ...string) (string, error) {
+	if len(paths) == 0 {
+		return "", errors.New("keys: FromPaths needs at least one path")
+	}
+	var root any
+	if err := json.Unmarshal(doc, &root); err != nil {
+		return "", fmt.Errorf("keys: %w", err)
+	}
+	sel := make(map[string]any, len(paths))
+	for _, p := range paths {
+		v, err := lookup(root, p)
+		if err != nil {
+			return "", err
+		}
+		sel[p] = v
+	}
+	return hashValue(sel)
+}
+
+// lookup follows a dotted path through objects (by member name) and arrays
+// (by index).
+func lookup(v any, path string) (any, error) {
+	for _, seg := range strings.Split(path, ".") {
+		switch c := v.(type) {
+		case map[string]any:
+			v = c[seg]
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, fmt.Errorf("%w: %s", ErrNoSuchPath, path)
+			}
+			v = c[i]
+		default:
+			return nil, fmt.Errorf("%w: %s", ErrNoSuchPath, path)
+		}
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoSuchPath, path)
+	}
+	return v, nil
+}
+
+// Window derives K for action in the time window of length size that t
+// falls in (windows start at the Unix epoch): one effective result per
+// action per window, such as a daily digest.
+func Window(action string, t time.Time, size time.Duration) string {
+	if size <= 0 {
+		size = time.Second
+	}
+	idx := t.UnixNano() / int64(size)
+	return hashStrings("action", action, "window", strconv.FormatInt(idx, 10),
+		"window_seconds", strconv.FormatFloat(size.Seconds(), 'f', -1, 64))
+}
+
+// LLMRequest derives K for a model call: the model and its messages (any
+// JSON value, canonicalised), so the same prompt to the same model is one
+// call however its members are ordered.
+func LLMRequest(model string, messages any) (string, error) {
+	b, err := json.Marshal(messages)
+	if err != nil {
+		return "", fmt.Errorf("keys: messages: %w", err)
+	}
+	return hashValue(map[string]any{"model": model, "messages": json.RawMessage(b)})
+}
+
+// FromFingerprint derives K from an event fingerprint (see Fingerprint): the
+// fallback for events that lack business fields, when the deployment allows
+// it (the template's KEY_FALLBACK=fingerprint). Two events are then the same
+// action only when their data is the same.
+func FromFingerprint(fingerprint string) string {
+	return hashStrings("fingerprint", fingerprint)
+}
+
+func hashValue(v any) (string, error) {
+	canon, err := jcs.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("keys: %w", err)
+	}
+	return sum(canon), nil
+}

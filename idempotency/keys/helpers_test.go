@@ -1,0 +1,96 @@
+package keys
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The golden keys were computed apart from this package (Python's
+// json.dumps(sort_keys=True, separators=(",", ":")) is RFC 8785 for these
+// documents, then sha256).
+func TestHelpersGolden(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "helpers.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Name, Helper, Action, Model, Fingerprint, Key string
+		Doc                                        json.RawMessage
+		Paths                                      []string
+		Time                                       time.Time
+		Seconds                                    int
+		Messages                                   any
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			var got string
+			var err error
+			switch c.Helper {
+			case "paths":
+				got, err = FromPaths(c.Doc, c.Paths...)
+			case "window":
+				got = Window(c.Action, c.Time, time.Duration(c.Seconds)*time.Second)
+			case "llm":
+				got, err = LLMRequest(c.Model, c.Messages)
+			case "fingerprint":
+				got = FromFingerprint(c.Fingerprint)
+			}
+			if err != nil || got != c.Key {
+				t.Fatalf("%s %v, want %s", got, err, c.Key)
+			}
+		})
+	}
+}
+
+func TestFromPaths(t *testing.T) {
+	doc := []byte(`{"data":{"order_id":"o-42","n":null,"items":[{"sku":"a"}]}}`)
+	cases := []struct {
+		name  string
+		doc   string
+		paths []string
+		err   error
+	}{
+		{"missing member", string(doc), []string{"data.nope"}, ErrNoSuchPath},
+		{"null value", string(doc), []string{"data.n"}, ErrNoSuchPath},
+		{"index out of range", string(doc), []string{"data.items.3.sku"}, ErrNoSuchPath},
+		{"through a string", string(doc), []string{"data.order_id.x"}, ErrNoSuchPath},
+		{"not JSON", `{`, []string{"data"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := FromPaths([]byte(c.doc), c.paths...)
+			if err == nil || (c.err != nil && !errors.Is(err, c.err)) {
+				t.Fatalf("err %v, want %v", err, c.err)
+			}
+		})
+	}
+	a, _ := FromPaths([]byte(`{"data":{"b":2,"a":1}}`), "data.a", "data.b")
+	b, _ := FromPaths([]byte(`{"data": {"a": 1, "b": 2, "c": 3}}`), "data.b", "data.a")
+	if a != b {
+		t.Fatal("member order, white space, unselected fields or path order changed the key")
+	}
+}
+
+func TestWindowAndLLM(t *testing.T) {
+	day := 24 * time.Hour
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if Window("d", t0, day) != Window("d", t0.Add(23*time.Hour), day) || Window("d", t0, day) == Window("d", t0.Add(day), day) {
+		t.Fatal("the window index is wrong")
+	}
+	if Window("d", t0, day) == Window("d", t0, time.Hour) || Window("d", t0, day) == Window("e", t0, day) {
+		t.Fatal("the window size or the action does not enter the key")
+	}
+	x, _ := LLMRequest("m", []map[string]string{{"role": "user", "content": "hi"}})
+	y, _ := LLMRequest("m", []any{map[string]any{"content": "hi", "role": "user"}})
+	z, _ := LLMRequest("other", []any{map[string]any{"content": "hi", "role": "user"}})
+	if x != y || x == z {
+		t.Fatal("LLMRequest is not canonical or ignores the model")
+	}
+}
