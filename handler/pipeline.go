@@ -193,17 +193,20 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 	if err := checkLimits(ev); err != nil {
 		return nil, o, err
 	}
+	var keyFP string
+	if p.KeyFallback && (ev.TenantID == "" || ev.Operation == "") {
+		var err error
+		if keyFP, err = keys.Fingerprint(ev.Data); err != nil {
+			return nil, o, idempotency.Final("invalid_request", err)
+		}
+	}
+	d, err := deriveKey(ev, keyFP) // before the fingerprint: its errors name the input
+	if err != nil {
+		return nil, o, err
+	}
 	fp, err := keys.Fingerprint(ev.Data)
 	if err != nil {
 		return nil, o, idempotency.Final("invalid_request", err)
-	}
-	keyFP := ""
-	if p.KeyFallback && (ev.TenantID == "" || ev.Operation == "") {
-		keyFP = fp
-	}
-	d, err := deriveKey(ev, keyFP)
-	if err != nil {
-		return nil, o, err
 	}
 	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, reqID: ev.RequestID}
 	if t.reqID == "" {
