@@ -180,7 +180,7 @@ func TestResultsFiftyTasksOnOSS(t *testing.T) {
 	t.Logf("%d deliveries of 50 tasks; %d model calls; %d objects", total, llm.Total(), len(objects))
 }
 
-// Each failure ends in its class of DESIGN §4.9.
+// Each failure ends in its class of docs/design.md §10.
 func TestResultsFailureClasses(t *testing.T) {
 	oss, llm := newOSSRig(t), newLLMFake(t, 0)
 	env := append(append(llm.Env(), oss.env...), "STATE_DIR="+t.TempDir(), "LLM_TIMEOUT_SECONDS=1")

@@ -286,7 +286,7 @@ func (p *Pipeline) logged(ctx context.Context, start time.Time, o Outcome) Outco
 	return o
 }
 
-// classifyResultErr maps result-store errors to the classes of DESIGN §4.9.
+// classifyResultErr maps result-store errors to the classes of docs/design.md §10.
 func classifyResultErr(op string, err error) error {
 	var ie *idempotency.Error
 	switch {

@@ -9,7 +9,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 )
 
-// Outcome is the answer for one task (DESIGN §4.8), with the error fields of
+// Outcome is the answer for one task (docs/design.md §9), with the error fields of
 // the FC failure body when it failed.
 type Outcome struct {
 	IdempotencyKey string `json:"idempotency_key"`

@@ -7,7 +7,7 @@ import (
 )
 
 // Outcome is what Do answers, first time and every time after. Its JSON is the
-// outcome of DESIGN §4.8 (without request_id, which the caller adds).
+// outcome of docs/design.md §9 (without request_id, which the caller adds).
 type Outcome struct {
 	Key       string   `json:"idempotency_key"`
 	Status    Status   `json:"status"`

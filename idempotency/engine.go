@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Defaults of the engine's options (DESIGN §4.4).
+// Defaults of the engine's options (docs/design.md §5).
 const (
 	DefaultLease       = 60 * time.Second
 	DefaultMaxAttempts = 3

@@ -22,7 +22,7 @@ var (
 	ErrInProgress = errors.New("idempotency: in progress elsewhere")
 )
 
-// Class is the retry class of a failure (DESIGN §4.9).
+// Class is the retry class of a failure (docs/design.md §10).
 type Class string
 
 const (

@@ -1,4 +1,4 @@
-// Package ossresult stores the result objects of a task (DESIGN §4.7):
+// Package ossresult stores the result objects of a task (docs/design.md §8):
 // tasks/<K>/input.json, tasks/<K>/attempt-<NNN>/output.json and
 // tasks/<K>/approved/result.md, each written create-once and carrying the
 // metadata x-oss-meta-idempotency-key and x-oss-meta-request-id.

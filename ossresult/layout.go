@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Object layout (DESIGN §4.7). K is the 64-hex business key.
+// Object layout (docs/design.md §8). K is the 64-hex business key.
 
 // InputKey is where the task's input is saved: tasks/<K>/input.json.
 func InputKey(k string) (string, error) {

@@ -5,7 +5,7 @@ import (
 	"hash/crc64"
 )
 
-// Meta is the metadata every result object carries (DESIGN §4.7); on OSS
+// Meta is the metadata every result object carries (docs/design.md §8); on OSS
 // they are x-oss-meta-idempotency-key and x-oss-meta-request-id.
 type Meta struct {
 	IdempotencyKey string

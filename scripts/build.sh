@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# build.sh — builds the deploy artefacts of the function (DESIGN §4.1):
+# build.sh — builds the deploy artefacts of the function (docs/design.md §2):
 #   $OUT_DIR/target/main         linux/amd64, CGO off, -trimpath, stripped (s.yaml: code: ./target)
 #   $OUT_DIR/dist/function.zip   `main` at the zip root, mode 0755 kept (template.yml: code from OSS)
 # OUT_DIR defaults to the repository root; GOOS/GOARCH/CGO are fixed, whatever the caller's environment.

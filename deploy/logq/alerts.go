@@ -34,7 +34,7 @@ var Fields = []Field{
 	{"fence", "long", "fencing token of the claim"},
 	{"fc_retry_count", "long", "FC's x-fc-retry-count (-1: not sent)"},
 	{"duration_ms", "long", "time spent on the task in this invocation"},
-	{"errorType", "text", "the failure's code (DESIGN §4.9), e.g. attempts_exhausted"},
+	{"errorType", "text", "the failure's code (docs/design.md §10), e.g. attempts_exhausted"},
 	{"retryable", "text", "true when FC should deliver the failed task again"},
 	{"op", "text", "the fast-layer call that failed (claim, publish, release, forget)"},
 	{"scanned", "long", "sweep: candidates found"},

@@ -1,4 +1,4 @@
-// Package customruntime serves the FC custom-runtime protocol (DESIGN §4.2):
+// Package customruntime serves the FC custom-runtime protocol (docs/design.md §3):
 // POST /invoke, POST /initialize, GET /pre-stop on 0.0.0.0, routing on
 // x-fc-control-path when the platform sends it. A failure FC must retry (or
 // send to the dead-letter queue) is HTTP 404 with x-fc-status: 404.

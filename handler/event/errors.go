@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Error types (the outcome's errorType). Every one of them is FINAL (DESIGN §4.9):
+// Error types (the outcome's errorType). Every one of them is FINAL (docs/design.md §10):
 // the same bytes will be rejected the same way on every delivery, so retrying
 // cannot help and the event belongs in the dead-letter queue.
 const (

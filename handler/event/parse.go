@@ -26,7 +26,7 @@
 // it derives the same business key.
 //
 // Every rejection is an *Error with a precise Type; all of them are FINAL
-// (DESIGN §4.9). Nothing is dropped silently: a batch keeps an error per
+// (docs/design.md §10). Nothing is dropped silently: a batch keeps an error per
 // rejected member next to the members that passed.
 package event
 
@@ -64,7 +64,7 @@ type Invocation struct {
 	Rejected []*Error
 	// BatchErr is set when any batch member was rejected: the batch as a whole
 	// is invalid and must be answered as a failure so it reaches the
-	// dead-letter queue whole (DESIGN §4.3). Parse also returns it.
+	// dead-letter queue whole (docs/design.md §4). Parse also returns it.
 	BatchErr *Error
 	// Timer is set for KindTimer.
 	Timer *Timer

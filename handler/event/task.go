@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Task is one task event: the data of DESIGN §4.3 plus the envelope fields the
+// Task is one task event: the data of docs/design.md §4 plus the envelope fields the
 // durable record keeps.
 type Task struct {
 	TenantID  string
@@ -44,7 +44,7 @@ type Task struct {
 	Raw json.RawMessage
 }
 
-// Notify is the optional notify side effect (DESIGN §4.12).
+// Notify is the optional notify side effect (docs/design.md §13).
 type Notify struct {
 	URL string `json:"url"`
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TimerPayloadSweep is the timer payload that runs the sweeper (DESIGN §4.9).
+// TimerPayloadSweep is the timer payload that runs the sweeper (docs/design.md §10).
 const TimerPayloadSweep = "sweep"
 
 // Timer is an FC timer-trigger event:

@@ -1,4 +1,4 @@
-// Package go1 runs the function on FC's go1 runtime (DESIGN §4.1), used when
+// Package go1 runs the function on FC's go1 runtime (docs/design.md §2), used when
 // FC_RUNTIME_API is set: github.com/aliyun/fc-runtime-go-sdk (v0.3.1) pulls
 // invocations from the runtime API and this package translates each one to
 // the shared handler signature and its [handler.Reply] back.

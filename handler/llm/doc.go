@@ -4,7 +4,7 @@
 // its Authorization header) inside *openai.Error; a stripped one-call binary is 24.7 MB with it
 // versus 6.1 MB without. We use one endpoint and a handful of JSON fields: a few hundred audited lines win.
 
-// Package llm calls a chat-completion model for the task pipeline (DESIGN §4.11).
+// Package llm calls a chat-completion model for the task pipeline (docs/design.md §12).
 //
 // [HTTPClient] speaks the OpenAI-compatible POST {BaseURL}/chat/completions
 // (internal/config defaults BaseURL to DashScope's compatible mode). It sends

@@ -11,7 +11,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 )
 
-// Error codes (the outcome's errorType, DESIGN §4.9).
+// Error codes (the outcome's errorType, docs/design.md §10).
 const (
 	// RETRYABLE
 	CodeTimeout              = "timeout"
@@ -128,7 +128,7 @@ func parseAPIError(status int, body []byte, apiKey string) (e *APIError, ok bool
 	return e, ok
 }
 
-// classifyAPIError maps an API error to a class and code (DESIGN §4.11).
+// classifyAPIError maps an API error to a class and code (docs/design.md §12).
 func classifyAPIError(e *APIError) error {
 	code, typ := strings.ToLower(e.Code), strings.ToLower(e.Type)
 	s := e.StatusCode

@@ -15,7 +15,7 @@ import (
 )
 
 // OfflineLabel is the first line of every offline answer, so that a stored
-// result can never be mistaken for a real model's (DESIGN §4.4).
+// result can never be mistaken for a real model's (docs/design.md §5).
 const OfflineLabel = "[offline model — deterministic stand-in, not a real LLM]"
 
 // Offline limits: enough to look like a summary, small enough to read.

@@ -1,5 +1,5 @@
 // Package notify posts a task's outcome JSON to the URL the task named
-// (DESIGN §4.12).
+// (docs/design.md §13).
 //
 // One [Client.Post] is one HTTP request, with Idempotency-Key "<K>:notify" so
 // that the receiver can drop the duplicate that a crash between the POST and
@@ -37,7 +37,7 @@ import (
 // DefaultTimeout bounds one Post when Options.Timeout is not set.
 const DefaultTimeout = 10 * time.Second
 
-// Error codes (the outcome's errorType, DESIGN §4.9).
+// Error codes (the outcome's errorType, docs/design.md §10).
 const (
 	CodeTimeout              = "timeout"               // RETRYABLE
 	CodeRateLimited          = "rate_limited"          // RETRYABLE

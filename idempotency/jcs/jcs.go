@@ -1,7 +1,7 @@
 // Package jcs implements the JSON Canonicalization Scheme (JCS) of RFC 8785.
 //
 // Canonical bytes are what idempotency keys and fingerprints are hashed over
-// (DESIGN.md §4.3), so two JSON texts that mean the same value must produce
+// (docs/design.md §4), so two JSON texts that mean the same value must produce
 // identical bytes, and anything whose meaning is ambiguous (duplicate member
 // names, lone surrogates, invalid UTF-8, numbers outside IEEE-754 doubles) is
 // rejected rather than silently normalised into a colliding key.

@@ -1,4 +1,4 @@
-// Package keys derives the identifiers of DESIGN.md §4.3 from a task event:
+// Package keys derives the identifiers of docs/design.md §4 from a task event:
 // the business key K, the default input_version, the payload hash stored
 // with the record, and the event fingerprint.
 //

@@ -18,7 +18,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 )
 
-// MaxTTL is the longest an entry may live (DESIGN §4.6).
+// MaxTTL is the longest an entry may live (docs/design.md §7).
 const MaxTTL = 300 * time.Second
 
 // Entry fields: st status, ow lease owner, ph payload hash, lu lease until (ms,

@@ -1,5 +1,5 @@
 // Package config reads the function's configuration from the environment
-// (DESIGN §4.4). A bad value is a startup error that names the variable; a
+// (docs/design.md §5). A bad value is a startup error that names the variable; a
 // secret's value never appears in an error.
 package config
 

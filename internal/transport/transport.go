@@ -1,6 +1,6 @@
 // Package transport is what the function's HTTP clients (the model, a
 // webhook) share: their connection pools, and the classification of
-// failures to reach the peer into the retry classes of DESIGN §4.9.
+// failures to reach the peer into the retry classes of docs/design.md §10.
 package transport
 
 import (

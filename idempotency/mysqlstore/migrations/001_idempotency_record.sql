@@ -1,4 +1,4 @@
--- The arbiter of DESIGN §4.5. request_id holds the business key K (or, for a
+-- The arbiter of docs/design.md §6. request_id holds the business key K (or, for a
 -- per-operation record, hex(sha256("K:<op>")) with parent_key = K, op = <op>).
 CREATE TABLE IF NOT EXISTS idempotency_record (
   id                BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,

@@ -1,4 +1,4 @@
--- Audit of operator replays (DESIGN §4.10): who re-drove which key, why, when,
+-- Audit of operator replays (docs/design.md §11): who re-drove which key, why, when,
 -- and what state it was in before.
 CREATE TABLE IF NOT EXISTS idempotency_replay (
   id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
