@@ -19,14 +19,15 @@ type fleet struct {
 	targets, mysqlTargets, bareTargets []string
 	loadPIDs, mysqlPIDs, barePIDs      []int
 	pidOf                              map[int]string // pid → label in the report
-	stateDir                           string         // the spawned instances' STATE_DIR ("" with -targets)
+	stateDir                           string         // the spawned instances' STATE_DIR (results go to the fake OSS)
 	insts, bares                       []*proc.Instance
 	logPaths                           []string // of the stopped instances
 }
 
 // spawnFunction builds (unless o.Bin), migrates and starts o.Spawn instances
-// with Redis, and as many without when the dup-mysql phase runs.
-func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, logf func(string, ...any)) error {
+// with Redis, and as many without when the dup-mysql or the first-delivery
+// phases run; env points them at the fake services.
+func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, fakeEnv []string, logf func(string, ...any)) error {
 	bin := o.Bin
 	if bin == "" {
 		logf("building the function (CGO_ENABLED=0 -trimpath -ldflags='-s -w') …")
@@ -36,7 +37,7 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, logf 
 		}
 	}
 	f.stateDir = filepath.Join(work, "state")
-	env := []string{"MYSQL_DSN=" + o.MySQLDSN, "LLM_MODEL=offline", "STATE_DIR=" + f.stateDir}
+	env := append([]string{"MYSQL_DSN=" + o.MySQLDSN, "STATE_DIR=" + f.stateDir}, fakeEnv...)
 	if _, err := proc.CLI(ctx, bin, env, "migrate"); err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, logf 
 		redis bool
 	}
 	sets := []instanceSet{{"redis", o.Redis}}
-	if o.Redis && o.DupN > 0 {
+	if o.Redis && (o.DupN > 0 || o.FirstN > 0) {
 		sets = append(sets, instanceSet{"mysql-only", false})
 	}
 	f.pidOf = map[int]string{}
@@ -68,8 +69,7 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, logf 
 			}
 		}
 	}
-	logf("spawned %d instances (%s), results under %s", len(f.insts),
-		strings.Join(append(slices.Clone(f.targets), f.mysqlTargets...), " "), f.stateDir)
+	logf("spawned %d instances (%s)", len(f.insts), strings.Join(append(slices.Clone(f.targets), f.mysqlTargets...), " "))
 	return nil
 }
 

@@ -54,7 +54,10 @@ type RunReport struct {
 	LoadRSS map[string]int64 `json:"rss_max_under_load_bytes,omitempty"`
 	// CPU is the spawned instances' CPU time (user+system) per request of a
 	// phase; each phase reaches its own set of instances.
-	CPU         map[string]time.Duration `json:"cpu_per_request_ns,omitempty"`
+	CPU map[string]time.Duration `json:"cpu_per_request_ns,omitempty"`
+	// SQL are the MySQL counters per task of the phases that reach MySQL.
+	SQL         []SQLFigures `json:"mysql,omitempty"`
+	Offer       *Offer       `json:"offer,omitempty"`
 	phaseByName map[string]PhaseSummary
 }
 
@@ -137,6 +140,9 @@ type runner struct {
 	removeWD bool // work is a temporary directory of ours
 	bl       *Baselines
 	fl       *fleet
+	fk       *fakes       // OSS, model and notify receiver (spawned instances only)
+	raw      *rawPipeline // the first delivery's floor (nil: not measured)
+	probe    *sqlProbe    // MySQL counters around each slice (nil: not read)
 	client   *http.Client
 	prog     *progress.Bar
 	dupPhase string // PhaseDupRedis, or PhaseDupMySQL when the targets have no Redis
@@ -187,6 +193,19 @@ func (r *runner) setup() error {
 	if r.statsBefore, err = readStats(r.ctx, r.bl.DB()); err != nil {
 		return err
 	}
+	if r.probe, err = openProbe(r.ctx, o.MySQLDSN); err != nil {
+		return err
+	}
+	if o.Spawn > 0 {
+		if r.fk, err = startFakes(); err != nil {
+			return err
+		}
+		if o.FirstN > 0 {
+			if r.raw, err = newRawPipeline(r.bl.DB(), r.fk); err != nil {
+				return fmt.Errorf("raw pipeline: %w", err)
+			}
+		}
+	}
 	if err := r.startFleet(); err != nil {
 		return err
 	}
@@ -217,7 +236,7 @@ func (r *runner) startFleet() error {
 		}
 	}
 	if o.Spawn > 0 {
-		if err := r.fl.spawnFunction(r.ctx, o, r.work, r.logf); err != nil {
+		if err := r.fl.spawnFunction(r.ctx, o, r.work, r.fk.env(), r.logf); err != nil {
 			return err
 		}
 		r.sum.IdleRSS = r.fl.idleRSS()
@@ -251,6 +270,10 @@ func (r *runner) teardown() {
 	if r.fl != nil {
 		r.fl.stop()
 	}
+	if r.fk != nil {
+		r.fk.close()
+	}
+	r.probe.Close()
 	if r.bl != nil {
 		r.bl.Close()
 	}
