@@ -86,7 +86,8 @@ func run(args []string) int {
 	fs.IntVar(&o.Spawn, "spawn", d.Spawn, "build and start N instances (and N more without REDIS_URL for the dup-mysql phase)")
 	fs.StringVar(&o.Bin, "bin", d.Bin, "the function binary for -spawn (default: built from the repository root)")
 	fs.StringVar(&o.BareBin, "bare-bin", d.BareBin, "the bare-handler server of the baseline, run as -spawn's instances are (default: built from scripts/loadtest/bareserver)")
-	fs.StringVar(&o.MySQLDSN, "mysql-dsn", d.MySQLDSN, "MYSQL_DSN of spawned instances, the baselines and the MySQL check (with -targets: give the instances' database); created if missing")
+	fs.StringVar(&o.MySQLDSN, "mysql-dsn", d.MySQLDSN, "MYSQL_DSN of spawned instances, the baselines and the MySQL check (with -targets: give the instances' database); created if missing. Its server's SHOW GLOBAL STATUS gives the statements per task")
+	fs.BoolVar(&o.PrivateMySQL, "private-mysql", false, "start a MariaDB server of the run's own (mariadb-install-db and mariadbd, in the work directory) and use -mysql-dsn's database name there: the statements per task are GLOBAL counters, which every other client of a shared server moves; needs -spawn")
 	fs.StringVar(&o.RedisURL, "redis-url", d.RedisURL, "REDIS_URL of spawned instances and the baselines")
 	fs.BoolVar(&o.Redis, "redis", d.Redis, "the instances use Redis; false: spawned instances get no REDIS_URL (MySQL answers every duplicate)")
 	fs.IntVar(&o.N, "n", d.N, "deliveries in the main phase")
@@ -162,6 +163,7 @@ type Options struct {
 	Bin          string
 	BareBin      string // the bareserver binary; "": built from the repository
 	MySQLDSN     string
+	PrivateMySQL bool // start a MariaDB of the run's own; MySQLDSN names the database
 	RedisURL     string
 	Redis        bool
 	N, C         int
@@ -201,6 +203,8 @@ func (o *Options) check() error {
 		return errors.New("give -targets URL,… or -spawn N")
 	case o.Spawn > 0 && (len(o.Targets) > 0 || len(o.MySQLTargets) > 0):
 		return errors.New("-spawn and -targets/-mysql-targets exclude each other")
+	case o.PrivateMySQL && o.Spawn == 0:
+		return errors.New("-private-mysql needs -spawn: instances given by -targets use their own server")
 	case o.N < 1 || o.N > 1_000_000:
 		return errors.New("-n: want 1 to 1000000")
 	case o.C < 1 || o.C > 1024:

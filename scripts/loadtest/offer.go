@@ -41,7 +41,7 @@ func newOffer(o Options, ph PhaseResult) *Offer {
 	for _, s := range ph.Slices {
 		stmts += s.SQL.Statements()
 	}
-	f.StatementsPerDelivery = div(stmts, len(ph.Results))
+	f.StatementsPerDelivery = finite(div(stmts, len(ph.Results)))
 	f.AtOffered = f.StatementsPerDelivery * o.Rate
 	return f
 }

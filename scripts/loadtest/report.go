@@ -29,7 +29,10 @@ func (r *runner) report() error {
 		fmt.Fprintf(r.out, "per-request CSV: %s\n", o.CSV)
 	}
 	if o.JSON != "" {
-		b, _ := json.MarshalIndent(sum, "", "  ")
+		b, err := json.MarshalIndent(sum, "", "  ")
+		if err != nil {
+			return fmt.Errorf("json: %w", err)
+		}
 		if err := os.WriteFile(o.JSON, b, 0o644); err != nil {
 			return err
 		}
@@ -273,7 +276,7 @@ func aggregate(runs []RunReport) []Aggregate {
 }
 
 func printRun(w io.Writer, rr RunReport) {
-	fmt.Fprintf(w, "\n== run %d (nonce %s): %d deliveries: %d first, %d redeliveries, %d double submits, %d burst copies\n",
+	fmt.Fprintf(w, "\n== run %d (nonce %s): %d deliveries sent; planned: %d first, %d redeliveries, %d double submits, %d burst copies\n",
 		rr.Run, rr.Nonce, rr.Verify.Deliveries, rr.Plan[KindFirst], rr.Plan[KindRedeliver], rr.Plan[KindDouble], rr.Plan[KindBurst])
 	fmt.Fprintf(w, "%-20s %-10s %7s %9s %9s %9s %9s %9s %9s\n", "phase", "class", "n", "per s", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms")
 	for _, ph := range rr.Phases {

@@ -19,8 +19,9 @@ type SQLFigures struct {
 	Requests int    `json:"requests"` // answers (operations) in the clean slices
 	// PerTask is each counter's delta per executed task; Statements the sum
 	// of statementVars per task, MinStatements the smallest per-slice value
-	// of it (what a slice free of the instances' 10 s stats flush shows),
-	// Others the other client statements per task.
+	// of it (what a slice free of the instances' 10 s stats flush shows; -1:
+	// no slice executed a task), Others the other client statements per task.
+	// Figures that cannot be computed are 0 (JSON has no NaN).
 	PerTask       map[string]float64 `json:"per_task,omitempty"`
 	Statements    float64            `json:"statements_per_task"`
 	MinStatements float64            `json:"statements_per_task_min_slice"`
@@ -38,7 +39,7 @@ func usesMySQL(name string) bool {
 
 // sqlFigures sums a phase's clean slices; ok is false when none was probed.
 func sqlFigures(ph PhaseResult) (SQLFigures, bool) {
-	f := SQLFigures{Phase: ph.Name, Slices: len(ph.Slices), MinStatements: math.NaN()}
+	f := SQLFigures{Phase: ph.Name, Slices: len(ph.Slices), MinStatements: -1}
 	sum := Counters{}
 	var others int64
 	var wall time.Duration
@@ -62,7 +63,7 @@ func sqlFigures(ph PhaseResult) (SQLFigures, bool) {
 		others += s.SQL.Others()
 		if s.Tasks > 0 {
 			per := float64(s.SQL.Statements()) / float64(s.Tasks)
-			if math.IsNaN(f.MinStatements) || per < f.MinStatements {
+			if f.MinStatements < 0 || per < f.MinStatements {
 				f.MinStatements = per
 			}
 		}
@@ -70,7 +71,7 @@ func sqlFigures(ph PhaseResult) (SQLFigures, bool) {
 	if f.Clean == 0 {
 		return f, f.Foreign != ""
 	}
-	f.PerRequest = div(sum.Statements(), f.Requests)
+	f.PerRequest = finite(div(sum.Statements(), f.Requests))
 	f.PerSecond = float64(sum.Statements()) / wall.Seconds()
 	if f.Tasks > 0 {
 		f.PerTask = map[string]float64{}
@@ -80,6 +81,14 @@ func sqlFigures(ph PhaseResult) (SQLFigures, bool) {
 		f.Statements, f.Others = div(sum.Statements(), f.Tasks), div(others, f.Tasks)
 	}
 	return f, true
+}
+
+// finite is x, or 0 for NaN and infinities (JSON has neither).
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
 }
 
 func div(a int64, b int) float64 {
@@ -92,13 +101,16 @@ func div(a int64, b int) float64 {
 // sqlFigureList adds each phase's headline counts to the run's figures.
 func sqlFigureList(fs *figureList, sq []SQLFigures) {
 	for _, f := range sq {
-		if f.Tasks > 0 {
+		switch {
+		case f.Clean == 0:
+		case f.Tasks > 0:
 			fs.add(f.Phase+": MySQL statements per task", "", f.Statements, "")
 			fs.add(f.Phase+": InnoDB log writes per task", "", f.PerTask["Innodb_log_writes"], "")
-		} else {
+			fs.add(f.Phase+": MySQL statements/s", "1/s", f.PerSecond, "")
+		default:
 			fs.add(f.Phase+": MySQL statements per request", "", f.PerRequest, "")
+			fs.add(f.Phase+": MySQL statements/s", "1/s", f.PerSecond, "")
 		}
-		fs.add(f.Phase+": MySQL statements/s", "1/s", f.PerSecond, "")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgate/idemgate/internal/dev/proc"
 	"github.com/idemgate/idemgate/internal/dev/progress"
@@ -140,9 +143,10 @@ type runner struct {
 	removeWD bool // work is a temporary directory of ours
 	bl       *Baselines
 	fl       *fleet
-	fk       *fakes       // OSS, model and notify receiver (spawned instances only)
-	raw      *rawPipeline // the first delivery's floor (nil: not measured)
-	probe    *sqlProbe    // MySQL counters around each slice (nil: not read)
+	fk       *fakes        // OSS, model and notify receiver (spawned instances only)
+	raw      *rawPipeline  // the first delivery's floor (nil: not measured)
+	probe    *sqlProbe     // MySQL counters around each slice (nil: not read)
+	mdb      *proc.MariaDB // -private-mysql's server
 	client   *http.Client
 	prog     *progress.Bar
 	dupPhase string // PhaseDupRedis, or PhaseDupMySQL when the targets have no Redis
@@ -172,15 +176,19 @@ func (r *runner) setup() error {
 		seed = uint64(time.Now().UnixNano())
 	}
 	r.rng = mrand.New(mrand.NewPCG(seed, 0x1d3a))
-	if err := proc.EnsureDatabase(r.ctx, o.MySQLDSN); err != nil {
-		return err
-	}
 	if r.work = o.WorkDir; r.work == "" {
 		d, err := os.MkdirTemp("", "idemgate-loadtest-")
 		if err != nil {
 			return err
 		}
 		r.work, r.removeWD = d, !o.Keep
+	}
+	if err := r.startMariaDB(); err != nil {
+		return err
+	}
+	o = r.o
+	if err := proc.EnsureDatabase(r.ctx, o.MySQLDSN); err != nil {
+		return err
 	}
 	redisURL := o.RedisURL
 	if !o.Redis && o.BaseN == 0 {
@@ -219,6 +227,28 @@ func (r *runner) setup() error {
 		_ = r.csvw.Write([]string{"run", "phase", "seq", "action", "kind", "target", "fc_request_id", "start_ms",
 			"latency_us", "http_status", "class", "idempotency_key", "status", "decision", "duplicate", "attempt", "error"})
 	}
+	return nil
+}
+
+// startMariaDB starts the private server of -private-mysql in the work
+// directory and points -mysql-dsn's database there.
+func (r *runner) startMariaDB() error {
+	if !r.o.PrivateMySQL {
+		return nil
+	}
+	cfg, err := mysql.ParseDSN(r.o.MySQLDSN)
+	if err != nil {
+		return errors.New("-mysql-dsn: not a go-sql-driver DSN")
+	}
+	dir := filepath.Join(r.work, "mariadb")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if r.mdb, err = proc.StartMariaDB(r.ctx, dir); err != nil {
+		return err
+	}
+	r.o.MySQLDSN = r.mdb.DSN(cfg.DBName)
+	r.logf("private MariaDB at %s (log %s)", r.mdb.Addr, r.mdb.LogPath)
 	return nil
 }
 
@@ -277,6 +307,7 @@ func (r *runner) teardown() {
 	if r.bl != nil {
 		r.bl.Close()
 	}
+	r.mdb.Stop()
 	if r.removeWD {
 		os.RemoveAll(r.work)
 	}
