@@ -147,3 +147,32 @@ func TestPacedExecute(t *testing.T) {
 		})
 	}
 }
+
+// TestSQLFigures sums the clean slices only, per task, and keeps the
+// smallest slice's count.
+func TestSQLFigures(t *testing.T) {
+	slice := func(tasks int, insert, update, questions int64, foreign string) Slice {
+		return Slice{Wall: time.Second, Requests: tasks, Tasks: tasks, Foreign: foreign,
+			SQL: Counters{"Com_insert": insert, "Com_update": update, "Questions": questions}}
+	}
+	for _, c := range []struct {
+		name                       string
+		slices                     []Slice
+		clean                      int
+		perTask, minPerTask, other float64
+	}{
+		{"two clean slices, one with a stats flush", []Slice{slice(10, 20, 30, 51, ""), slice(10, 21, 30, 52, "")},
+			2, 5.05, 5, 0},
+		{"an unclean slice is left out", []Slice{slice(10, 20, 30, 51, ""), slice(10, 99, 99, 999, "connection 7 ran a statement")},
+			1, 5, 5, 0},
+		{"other statements are counted apart", []Slice{slice(4, 4, 4, 10, "")}, 1, 2, 2, 1.0 / 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, ok := sqlFigures(PhaseResult{Name: PhaseFirst, Slices: c.slices})
+			if !ok || f.Clean != c.clean || f.Statements != c.perTask || f.MinStatements != c.minPerTask || f.Others != c.other {
+				t.Errorf("got clean %d, %.3f per task (min %.3f), %.3f others; want %d, %.3f (min %.3f), %.3f",
+					f.Clean, f.Statements, f.MinStatements, f.Others, c.clean, c.perTask, c.minPerTask, c.other)
+			}
+		})
+	}
+}
