@@ -42,12 +42,14 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, fakeE
 		return err
 	}
 	type instanceSet struct {
-		name  string
-		redis bool
+		name        string
+		redis, load bool // load: the targets of the main phase
 	}
-	sets := []instanceSet{{"redis", o.Redis}}
-	if o.Redis && (o.DupN > 0 || o.FirstN > 0) {
-		sets = append(sets, instanceSet{"mysql-only", false})
+	sets := []instanceSet{{"redis", true, true}}
+	if !o.Redis {
+		sets[0] = instanceSet{"mysql-only", false, true}
+	} else if o.DupN > 0 || o.FirstN > 0 {
+		sets = append(sets, instanceSet{"mysql-only", false, false})
 	}
 	f.pidOf = map[int]string{}
 	for _, set := range sets {
@@ -62,7 +64,7 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, fakeE
 			}
 			f.insts = append(f.insts, in)
 			f.pidOf[in.Pid()] = fmt.Sprintf("%s#%d (pid %d)", set.name, i, in.Pid())
-			if set.name == "redis" {
+			if set.load {
 				f.targets, f.loadPIDs = append(f.targets, in.Base), append(f.loadPIDs, in.Pid())
 			} else {
 				f.mysqlTargets, f.mysqlPIDs = append(f.mysqlTargets, in.Base), append(f.mysqlPIDs, in.Pid())
