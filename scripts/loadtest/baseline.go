@@ -119,13 +119,10 @@ func (b *Baselines) RawInsertUpdate() func(context.Context, int) error {
 	db := b.store.DB()
 	return func(ctx context.Context, _ int) error {
 		k := randKey()
-		if _, err := db.ExecContext(ctx, `INSERT INTO `+scratchTable+` (request_id, status, attempt, fence,
- lease_owner, lease_until, payload_hash) VALUES (?, 'RUNNING', 1, 1, 'raw', NOW(3) + INTERVAL 60 SECOND, 'ph')`, k); err != nil {
+		if err := rawInsert(ctx, db, k); err != nil {
 			return err
 		}
-		_, err := db.ExecContext(ctx, `UPDATE `+scratchTable+` SET status = 'SUCCEEDED', result_ref = 'ref',
- lease_until = NULL, updated_at = NOW(3) WHERE request_id = ? AND fence = 1 AND status = 'RUNNING'`, k)
-		return err
+		return rawComplete(ctx, db, k)
 	}
 }
 

@@ -19,14 +19,15 @@ type fleet struct {
 	targets, mysqlTargets, bareTargets []string
 	loadPIDs, mysqlPIDs, barePIDs      []int
 	pidOf                              map[int]string // pid → label in the report
-	stateDir                           string         // the spawned instances' STATE_DIR ("" with -targets)
+	stateDir                           string         // the spawned instances' STATE_DIR (results go to the fake OSS)
 	insts, bares                       []*proc.Instance
 	logPaths                           []string // of the stopped instances
 }
 
 // spawnFunction builds (unless o.Bin), migrates and starts o.Spawn instances
-// with Redis, and as many without when the dup-mysql phase runs.
-func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, logf func(string, ...any)) error {
+// with Redis, and as many without when the dup-mysql or the first-delivery
+// phases run; env points them at the fake services.
+func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, fakeEnv []string, logf func(string, ...any)) error {
 	bin := o.Bin
 	if bin == "" {
 		logf("building the function (CGO_ENABLED=0 -trimpath -ldflags='-s -w') …")
@@ -36,17 +37,19 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, logf 
 		}
 	}
 	f.stateDir = filepath.Join(work, "state")
-	env := []string{"MYSQL_DSN=" + o.MySQLDSN, "LLM_MODEL=offline", "STATE_DIR=" + f.stateDir}
+	env := append([]string{"MYSQL_DSN=" + o.MySQLDSN, "STATE_DIR=" + f.stateDir}, fakeEnv...)
 	if _, err := proc.CLI(ctx, bin, env, "migrate"); err != nil {
 		return err
 	}
 	type instanceSet struct {
-		name  string
-		redis bool
+		name        string
+		redis, load bool // load: the targets of the main phase
 	}
-	sets := []instanceSet{{"redis", o.Redis}}
-	if o.Redis && o.DupN > 0 {
-		sets = append(sets, instanceSet{"mysql-only", false})
+	sets := []instanceSet{{"redis", true, true}}
+	if !o.Redis {
+		sets[0] = instanceSet{"mysql-only", false, true}
+	} else if o.DupN > 0 || o.FirstN > 0 {
+		sets = append(sets, instanceSet{"mysql-only", false, false})
 	}
 	f.pidOf = map[int]string{}
 	for _, set := range sets {
@@ -61,15 +64,14 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, logf 
 			}
 			f.insts = append(f.insts, in)
 			f.pidOf[in.Pid()] = fmt.Sprintf("%s#%d (pid %d)", set.name, i, in.Pid())
-			if set.name == "redis" {
+			if set.load {
 				f.targets, f.loadPIDs = append(f.targets, in.Base), append(f.loadPIDs, in.Pid())
 			} else {
 				f.mysqlTargets, f.mysqlPIDs = append(f.mysqlTargets, in.Base), append(f.mysqlPIDs, in.Pid())
 			}
 		}
 	}
-	logf("spawned %d instances (%s), results under %s", len(f.insts),
-		strings.Join(append(slices.Clone(f.targets), f.mysqlTargets...), " "), f.stateDir)
+	logf("spawned %d instances (%s)", len(f.insts), strings.Join(append(slices.Clone(f.targets), f.mysqlTargets...), " "))
 	return nil
 }
 

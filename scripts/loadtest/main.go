@@ -18,6 +18,14 @@
 //     their business action: per key, answers with duplicate=false beyond
 //     one; MySQL records with attempt > 1; attempt output objects per key),
 //     which must be 0.00 %, and the model calls saved;
+//   - first deliveries apart (fresh actions only), to the instances with Redis
+//     and without, with and without notify, interleaved with the raw pipeline:
+//     the external work a task cannot avoid (an INSERT into a unique key, one
+//     model call, three create-once V4-signed PUTs, the UPDATE to SUCCEEDED,
+//     one notify POST) done without idempotency logic;
+//   - MySQL statements per executed task, from SHOW GLOBAL STATUS deltas
+//     around each slice of each phase (sqlstat.go says how other clients of
+//     the server are kept out of the figures);
 //   - baselines at the same concurrency in the same run: one raw EVALSHA of a
 //     set-if-absent script, a raw INSERT into a unique key plus an UPDATE (on
 //     a scratch table), a bare net/http handler doing one EVALSHA hit by the
@@ -27,12 +35,18 @@
 // Run from the repository root with MariaDB and Redis up:
 //
 //	go run ./scripts/loadtest -spawn 2 -n 2000 -c 16 -repeat 3
+//	go run ./scripts/loadtest -spawn 4 -rate 4200 -window 30s -c 400 -dup-n 0 -first-n 0 -base-n 0
 //	go run ./scripts/loadtest -targets http://127.0.0.1:9000,http://127.0.0.1:9001 -n 500
 //
 // -spawn N builds the function (CGO off, -trimpath, -s -w, as scripts/build.sh
-// does), migrates the database and starts N instances with LLM_MODEL=offline
-// (plus N without REDIS_URL for the dup-mysql phase). Everything listens on
-// and dials loopback; every loop is bounded in count and by -max-duration.
+// does), migrates the database and starts N instances (plus N without
+// REDIS_URL for the dup-mysql and first-delivery phases) whose results go to
+// a fake OSS that checks V4 signatures, whose model is a fake
+// chat-completions endpoint and whose notify receiver is allowed on loopback,
+// all three inside the load generator (fakes.go). -rate offers the main
+// phase's deliveries open loop (the seed's shape: 4 200/s for 30 s). Everything
+// listens on and dials loopback; every loop is bounded in count and by
+// -max-duration.
 package main
 
 import (
@@ -62,8 +76,9 @@ func run(args []string) int {
 		fmt.Fprintf(fs.Output(), "usage: go run ./scripts/loadtest [flags]\n\n"+
 			"Replays EventBridge CloudEvents with injected duplicates against custom-runtime instances of the\n"+
 			"function and prints throughput, latency per decision class, the effective duplicate rate (must be\n"+
-			"0.00 %%), model calls saved, and baselines (raw EVALSHA, raw INSERT+UPDATE, bare HTTP handler) with\n"+
-			"their ratios. Exit status 1 if an effective duplicate or a non-200 answer was seen, 2 on setup errors.\n\nflags:\n")
+			"0.00 %%), model calls saved, MySQL statements per task, and baselines (raw EVALSHA, raw INSERT+UPDATE,\n"+
+			"bare HTTP handler, the raw pipeline of a first delivery) with their ratios. Exit status 1 if an\n"+
+			"effective duplicate or a non-200 answer was seen, 2 on setup errors.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	targets := fs.String("targets", "", "comma-separated base URLs of running instances (with REDIS_URL unless -redis=false)")
@@ -71,7 +86,8 @@ func run(args []string) int {
 	fs.IntVar(&o.Spawn, "spawn", d.Spawn, "build and start N instances (and N more without REDIS_URL for the dup-mysql phase)")
 	fs.StringVar(&o.Bin, "bin", d.Bin, "the function binary for -spawn (default: built from the repository root)")
 	fs.StringVar(&o.BareBin, "bare-bin", d.BareBin, "the bare-handler server of the baseline, run as -spawn's instances are (default: built from scripts/loadtest/bareserver)")
-	fs.StringVar(&o.MySQLDSN, "mysql-dsn", d.MySQLDSN, "MYSQL_DSN of spawned instances, the baselines and the MySQL check (with -targets: give the instances' database); created if missing")
+	fs.StringVar(&o.MySQLDSN, "mysql-dsn", d.MySQLDSN, "MYSQL_DSN of spawned instances, the baselines and the MySQL check (with -targets: give the instances' database); created if missing. Its server's SHOW GLOBAL STATUS gives the statements per task")
+	fs.BoolVar(&o.PrivateMySQL, "private-mysql", false, "start a MariaDB server of the run's own (mariadb-install-db and mariadbd, in the work directory) and use -mysql-dsn's database name there: the statements per task are GLOBAL counters, which every other client of a shared server moves; needs -spawn")
 	fs.StringVar(&o.RedisURL, "redis-url", d.RedisURL, "REDIS_URL of spawned instances and the baselines")
 	fs.BoolVar(&o.Redis, "redis", d.Redis, "the instances use Redis; false: spawned instances get no REDIS_URL (MySQL answers every duplicate)")
 	fs.IntVar(&o.N, "n", d.N, "deliveries in the main phase")
@@ -80,6 +96,9 @@ func run(args []string) int {
 	mix := fs.String("mix", d.Mix.String(), "weights of the duplicate kinds: redeliver (same event, new FC request id), double (new event id, same data), burst (concurrent copies)")
 	fs.IntVar(&o.BurstMax, "burst-max", d.BurstMax, "largest burst (original + copies in flight at once); capped by -c")
 	fs.IntVar(&o.DupN, "dup-n", d.DupN, "requests in each pure-duplicate phase (dup-redis, dup-mysql) and each bare-handler phase compared with them; 0: skip; -1: 5 × -n (at thousands a second, fewer would make each interleaved slice a few ms)")
+	fs.IntVar(&o.FirstN, "first-n", d.FirstN, "tasks in each first-delivery phase (first deliveries only, with and without Redis, with and without notify) and each raw-pipeline phase compared with them; 0: skip; -1: same as -n; needs -spawn")
+	fs.Float64Var(&o.Rate, "rate", d.Rate, "offer the main phase's deliveries at this many per second (open loop, at most -c in flight) for -window; 0: closed loop, -n deliveries at -c")
+	fs.DurationVar(&o.Window, "window", d.Window, "with -rate: how long deliveries are offered (-n becomes rate × window); deliveries not sent by then are reported as backlog")
 	fs.IntVar(&o.BaseN, "base-n", d.BaseN, "operations of each baseline; 0: skip the baselines; -1: same as -n")
 	fs.IntVar(&o.Slices, "slices", d.Slices, "interleave the compared phases in this many alternating slices (A B, B A, …) so that drift hits them alike")
 	fs.IntVar(&o.Repeat, "repeat", d.Repeat, "repeat the whole measurement R times (min/median/max summary at the end)")
@@ -144,13 +163,17 @@ type Options struct {
 	Bin          string
 	BareBin      string // the bareserver binary; "": built from the repository
 	MySQLDSN     string
+	PrivateMySQL bool // start a MariaDB of the run's own; MySQLDSN names the database
 	RedisURL     string
 	Redis        bool
 	N, C         int
 	DupRate      float64 // percent
 	Mix          Mix
 	BurstMax     int
-	DupN, BaseN  int // -1: 5×N, N
+	DupN, BaseN  int           // -1: 5×N, N
+	FirstN       int           // -1: N
+	Rate         float64       // > 0: main phase offered at this rate (deliveries/s)
+	Window       time.Duration // with Rate: how long it is offered
 	Repeat       int
 	Slices       int
 	Timeout      time.Duration
@@ -169,7 +192,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{MySQLDSN: "root@tcp(127.0.0.1:3306)/idemgate_load", RedisURL: "redis://127.0.0.1:6379/14",
 		Redis: true, N: 2000, C: 16, DupRate: 11.7, Mix: Mix{Redeliver: 40, Double: 30, Burst: 30}, BurstMax: 4,
-		DupN: -1, BaseN: -1, Repeat: 1, Slices: 10, Timeout: 30 * time.Second, MaxDuration: 20 * time.Minute}
+		DupN: -1, BaseN: -1, FirstN: -1, Window: 30 * time.Second, Repeat: 1, Slices: 10, Timeout: 30 * time.Second, MaxDuration: 20 * time.Minute}
 }
 
 func (o *Options) check() error {
@@ -180,6 +203,8 @@ func (o *Options) check() error {
 		return errors.New("give -targets URL,… or -spawn N")
 	case o.Spawn > 0 && (len(o.Targets) > 0 || len(o.MySQLTargets) > 0):
 		return errors.New("-spawn and -targets/-mysql-targets exclude each other")
+	case o.PrivateMySQL && o.Spawn == 0:
+		return errors.New("-private-mysql needs -spawn: instances given by -targets use their own server")
 	case o.N < 1 || o.N > 1_000_000:
 		return errors.New("-n: want 1 to 1000000")
 	case o.C < 1 || o.C > 1024:
@@ -188,8 +213,10 @@ func (o *Options) check() error {
 		return errors.New("-dup-rate: want 0 ≤ rate < 100 (percent)")
 	case o.BurstMax < 2 || o.BurstMax > 64:
 		return errors.New("-burst-max: want 2 to 64")
-	case o.DupN < -1 || o.DupN > 1_000_000 || o.BaseN < -1 || o.BaseN > 1_000_000:
-		return errors.New("-dup-n, -base-n: want -1 to 1000000")
+	case o.DupN < -1 || o.DupN > 1_000_000 || o.BaseN < -1 || o.BaseN > 1_000_000 || o.FirstN < -1 || o.FirstN > 1_000_000:
+		return errors.New("-dup-n, -base-n, -first-n: want -1 to 1000000")
+	case o.Rate < 0 || o.Rate > 100_000 || (o.Rate > 0 && (o.Window <= 0 || o.Window > time.Hour)):
+		return errors.New("-rate: want 0 to 100000 per second, with -window from 1ns to 1h")
 	case o.Slices < 1 || o.Slices > 1000:
 		return errors.New("-slices: want 1 to 1000")
 	case o.Repeat < 1 || o.Repeat > 100:
@@ -197,8 +224,19 @@ func (o *Options) check() error {
 	case o.Timeout <= 0 || o.MaxDuration <= 0:
 		return errors.New("-timeout, -max-duration: want > 0")
 	}
+	if o.Rate > 0 {
+		o.N = max(1, int(o.Rate*o.Window.Seconds()+0.5))
+	}
 	if o.DupN == -1 {
 		o.DupN = 5 * o.N
+	}
+	switch {
+	case o.FirstN == -1 && o.Spawn > 0:
+		o.FirstN = o.N
+	case o.FirstN == -1: // -targets: the instances' OSS, model and notify are not the fakes the floor uses
+		o.FirstN = 0
+	case o.FirstN > 0 && o.Spawn == 0:
+		return errors.New("-first-n needs -spawn: the instances must use the load test's fake OSS, model and notify receiver")
 	}
 	if o.BaseN == -1 {
 		o.BaseN = o.N

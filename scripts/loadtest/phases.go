@@ -10,10 +10,10 @@ import (
 	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
-// httpJob sends units to targets.
-func (r *runner) httpJob(run int, name string, units []Unit, targets []string) Job {
-	return Job{Name: name, N: len(units), Run: func(lo, hi int, done *atomic.Int64) PhaseResult {
-		return execute(r.ctx, r.client, run, name, units[lo:hi], targets, r.o.C, done)
+// httpJob sends units to targets, charging pids the CPU time.
+func (r *runner) httpJob(run int, name string, units []Unit, targets []string, pids []int) Job {
+	return Job{Name: name, N: len(units), PIDs: pids, Run: func(lo, hi int, done *atomic.Int64) PhaseResult {
+		return execute(r.ctx, r.client, run, name, units[lo:hi], targets, r.o.C, 0, done)
 	}}
 }
 
@@ -29,9 +29,9 @@ func (r *runner) opJob(run int, name string, n int, op func(context.Context, int
 func (r *runner) dupJobs(run int, actions []Action, done []int, nDup, nBase int) []Job {
 	var jobs []Job
 	if nDup > 0 {
-		jobs = append(jobs, r.httpJob(run, r.dupPhase, PureDuplicates(actions, done, nDup), r.fl.targets))
+		jobs = append(jobs, r.httpJob(run, r.dupPhase, PureDuplicates(actions, done, nDup), r.fl.targets, nil))
 		if len(r.fl.mysqlTargets) > 0 {
-			jobs = append(jobs, r.httpJob(run, PhaseDupMySQL, PureDuplicates(actions, done, nDup), r.fl.mysqlTargets))
+			jobs = append(jobs, r.httpJob(run, PhaseDupMySQL, PureDuplicates(actions, done, nDup), r.fl.mysqlTargets, nil))
 		}
 	}
 	if nBase > 0 {
@@ -41,8 +41,8 @@ func (r *runner) dupJobs(run int, actions []Action, done []int, nDup, nBase int)
 		if nDup > 0 {
 			n = nDup
 		}
-		jobs = append(jobs, r.httpJob(run, PhaseBare, PureDuplicates(actions, done, n), r.fl.bareTargets),
-			r.httpJob(run, PhaseBareInProc, PureDuplicates(actions, done, n), []string{r.bl.Bare}))
+		jobs = append(jobs, r.httpJob(run, PhaseBare, PureDuplicates(actions, done, n), r.fl.bareTargets, nil),
+			r.httpJob(run, PhaseBareInProc, PureDuplicates(actions, done, n), []string{r.bl.Bare}, nil))
 	}
 	return jobs
 }
@@ -67,7 +67,7 @@ func (r *runner) floorJobs(run int, n int, nonce string) ([][]Job, error) {
 }
 
 func isFunction(name string) bool {
-	return name == PhaseMain || name == PhaseDupRedis || name == PhaseDupMySQL
+	return name == PhaseMain || name == PhaseDupRedis || name == PhaseDupMySQL || isFirst(name)
 }
 
 // tally counts the decisions of a function phase's 200 answers.
@@ -88,12 +88,19 @@ func (r *runner) tally(ph PhaseResult) {
 func (r *runner) warmUp() error {
 	o := r.o
 	warm := NewPlan(r.rng, "warm"+proc.Nonce(), 4*o.C, o.C, 0, o.Mix, o.BurstMax)
-	ph := interleave([]Job{r.httpJob(0, PhaseMain, warm.Units, r.fl.targets)}, 1, r.prog, "warm-up")[0]
+	ph := r.interleave([]Job{r.httpJob(0, PhaseMain, warm.Units, r.fl.targets, nil)}, 1, "warm-up")[0]
 	r.tally(ph)
 	done := finishedActions(ph, len(warm.Actions))
-	for _, ph := range interleave(r.dupJobs(0, warm.Actions, done, min(o.DupN, 4*o.C), min(o.BaseN, 4*o.C)), 2, r.prog, "warm-up") {
+	for _, ph := range r.interleave(r.dupJobs(0, warm.Actions, done, min(o.DupN, 4*o.C), min(o.BaseN, 4*o.C)), 2, "warm-up") {
 		if isFunction(ph.Name) {
 			r.tally(ph)
+		}
+	}
+	if o.FirstN > 0 {
+		for _, ph := range r.interleave(r.firstJobs(0, min(o.FirstN, 2*o.C), "warm"+proc.Nonce()), 2, "warm-up") {
+			if isFunction(ph.Name) {
+				r.tally(ph)
+			}
 		}
 	}
 	if o.BaseN == 0 {
@@ -104,7 +111,7 @@ func (r *runner) warmUp() error {
 		return err
 	}
 	for _, g := range groups {
-		interleave(g, 2, r.prog, "warm-up")
+		r.interleave(g, 2, "warm-up")
 	}
 	return nil
 }
@@ -132,23 +139,33 @@ func (r *runner) measure(run int) (RunReport, error) {
 	m.rr.Plan = plan.Counts
 	mainPh := r.mainPhase(m, plan)
 	r.dupPhases(m, plan.Actions, finishedActions(mainPh, len(plan.Actions)))
+	r.firstPhases(m)
 	if r.o.BaseN > 0 {
 		groups, err := r.floorJobs(run, r.o.BaseN, m.rr.Nonce)
 		if err != nil {
 			return m.rr, err
 		}
 		for i, g := range groups {
-			for _, ph := range interleave(g, r.o.Slices, r.prog, []string{"redis floor", "mysql floor"}[i]) {
+			for _, ph := range r.interleave(g, r.o.Slices, []string{"redis floor", "mysql floor"}[i]) {
 				m.add(ph)
 				r.addHist(ph.Name, ph, "")
 			}
 		}
 	}
+	side := r.sideEffects()
 	var err error
-	if m.rr.Verify, err = Verify(r.ctx, plan, mainPh, r.bl.DB(), r.fl.stateDir); err != nil {
+	if m.rr.Verify, err = Verify(r.ctx, plan, mainPh, r.bl.DB(), side); err != nil {
 		return m.rr, err
 	}
-	r.judge(m)
+	r.judge(m, side)
+	for _, ph := range m.phases {
+		if f, ok := sqlFigures(ph); ok && usesMySQL(ph.Name) {
+			m.rr.SQL = append(m.rr.SQL, f)
+		}
+	}
+	if r.o.Rate > 0 {
+		m.rr.Offer = newOffer(r.o, mainPh)
+	}
 	m.rr.Figures = figures(m.rr)
 	if r.csvw != nil {
 		for _, ph := range m.phases {
@@ -160,19 +177,25 @@ func (r *runner) measure(run int) (RunReport, error) {
 	return m.rr, nil
 }
 
-// mainPhase sends the plan, with the instances' CPU time and RSS sampled.
+// mainPhase sends the plan (paced with -rate), with the instances' CPU
+// time and RSS sampled.
 func (r *runner) mainPhase(m *measured, plan *Plan) PhaseResult {
 	pids := r.fl.loadPIDs
 	var sampler RSSSampler
 	if len(pids) > 0 {
 		sampler.Start(pids)
 	}
-	cpu0 := proc.CPUTime(pids)
-	ph := interleave([]Job{r.httpJob(m.rr.Run, PhaseMain, plan.Units, r.fl.targets)}, 1, r.prog, PhaseMain)[0]
-	cpu1 := proc.CPUTime(pids)
+	var pace time.Duration
+	if r.o.Rate > 0 {
+		pace = time.Duration(float64(time.Second) / r.o.Rate)
+	}
+	job := Job{Name: PhaseMain, N: len(plan.Units), PIDs: pids, Run: func(lo, hi int, done *atomic.Int64) PhaseResult {
+		return execute(r.ctx, r.client, m.rr.Run, PhaseMain, plan.Units[lo:hi], r.fl.targets, r.o.C, pace, done)
+	}}
+	ph := r.interleave([]Job{job}, 1, PhaseMain)[0]
 	if len(pids) > 0 {
 		if len(ph.Results) > 0 {
-			m.rr.CPU[PhaseMain] = (cpu1 - cpu0) / time.Duration(len(ph.Results))
+			m.rr.CPU[PhaseMain] = ph.Slices[0].CPU / time.Duration(len(ph.Results))
 		}
 		m.rr.LoadRSS = map[string]int64{}
 		for pid, n := range sampler.Stop() {
@@ -191,7 +214,7 @@ func (r *runner) mainPhase(m *measured, plan *Plan) PhaseResult {
 func (r *runner) dupPhases(m *measured, actions []Action, done []int) {
 	f := r.fl
 	cpuR0, cpuM0, cpuB0 := proc.CPUTime(f.loadPIDs), proc.CPUTime(f.mysqlPIDs), proc.CPUTime(f.barePIDs)
-	phases := interleave(r.dupJobs(m.rr.Run, actions, done, r.o.DupN, r.o.BaseN), r.o.Slices, r.prog, "duplicates")
+	phases := r.interleave(r.dupJobs(m.rr.Run, actions, done, r.o.DupN, r.o.BaseN), r.o.Slices, "duplicates")
 	cpuR1, cpuM1, cpuB1 := proc.CPUTime(f.loadPIDs), proc.CPUTime(f.mysqlPIDs), proc.CPUTime(f.barePIDs)
 	for _, ph := range phases {
 		if isFunction(ph.Name) {
@@ -212,19 +235,30 @@ func (r *runner) dupPhases(m *measured, actions []Action, done []int) {
 	}
 }
 
-// judge records the run's problems: a failed at-most-once check, or an
+// judge records the run's problems: a failed at-most-once check, a
+// first-delivery phase whose tasks did not each execute exactly once, or an
 // error in a function phase (main is judged by Verify). A baseline's errors
 // (e.g. the engine's duplicate answered by MySQL after a Redis call over the
 // 50 ms fast timeout) are reported with the figures but do not fail the run.
-func (r *runner) judge(m *measured) {
+func (r *runner) judge(m *measured, side *SideEffects) {
 	run := m.rr.Run
 	if !m.rr.Verify.OK() {
 		r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: at-most-once verification failed: %+v", run, m.rr.Verify))
 	}
+	for _, ph := range m.phases {
+		if isFirst(ph.Name) {
+			for _, p := range checkFirst(ph, side) {
+				r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: %s", run, p))
+			}
+		}
+	}
+	if r.fk != nil && r.fk.recv.refused() > 0 {
+		r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: the notify receiver refused %d requests (unsigned or malformed)", run, r.fk.recv.refused()))
+	}
 	for i, ph := range m.rr.Phases {
 		e := ph.Classes["error"]
 		switch {
-		case e.N == 0 || ph.Name == PhaseMain:
+		case e.N == 0 || ph.Name == PhaseMain || isFirst(ph.Name): // judged above
 		case isFunction(ph.Name):
 			r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: %d errors in %s: %s", run, e.N, ph.Name, firstErr(m.phases[i])))
 		default:

@@ -22,6 +22,7 @@ const (
 	KindDouble    Kind = "double"    // a double submit: new event id, same data
 	KindBurst     Kind = "burst"     // a copy of the event sent at the same moment as the first
 	KindPureDup   Kind = "pure-dup"  // a redelivery of an action that has already finished
+	KindOp        Kind = "op"        // an operation of an in-process floor
 )
 
 // Mix weighs the duplicate kinds.
@@ -116,7 +117,7 @@ func NewPlan(rng *rand.Rand, nonce string, n, c int, dupRate float64, mix Mix, b
 	if dups >= n {
 		dups = n - 1
 	}
-	p := &Plan{Nonce: nonce, Counts: map[Kind]int{}, Actions: newActions(nonce, n-dups)}
+	p := &Plan{Nonce: nonce, Counts: map[Kind]int{}, Actions: newActions(nonce, n-dups, "")}
 	bursts := make([]int, len(p.Actions)) // extra members of each action's first unit
 	var later []timedUnit
 	for range dups {
@@ -128,8 +129,9 @@ func NewPlan(rng *rand.Rand, nonce string, n, c int, dupRate float64, mix Mix, b
 	return p
 }
 
-// newActions are u business actions, each with content of its own.
-func newActions(nonce string, u int) []Action {
+// newActions are u business actions, each with content of its own; with a
+// notifyURL each asks for a notify POST there.
+func newActions(nonce string, u int, notifyURL string) []Action {
 	actions := make([]Action, 0, u)
 	for i := range u {
 		id := fmt.Sprintf("lt-%s-%06d", nonce, i)
@@ -137,6 +139,9 @@ func newActions(nonce string, u int) []Action {
 			"input": map[string]any{"content": fmt.Sprintf("[loadtest %s action %d] %s", nonce, i, filler),
 				"language": "en", "max_words": 60},
 			"request_id": fmt.Sprintf("req-%s-%06d", nonce, i)}
+		if notifyURL != "" {
+			data["notify"] = map[string]any{"url": notifyURL}
+		}
 		actions = append(actions, Action{Index: i, EventID: id, Data: data, Body: cloudEvent(id, data)})
 	}
 	return actions

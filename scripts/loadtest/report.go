@@ -29,7 +29,10 @@ func (r *runner) report() error {
 		fmt.Fprintf(r.out, "per-request CSV: %s\n", o.CSV)
 	}
 	if o.JSON != "" {
-		b, _ := json.MarshalIndent(sum, "", "  ")
+		b, err := json.MarshalIndent(sum, "", "  ")
+		if err != nil {
+			return fmt.Errorf("json: %w", err)
+		}
 		if err := os.WriteFile(o.JSON, b, 0o644); err != nil {
 			return err
 		}
@@ -93,7 +96,11 @@ func figures(rr RunReport) []Figure {
 	var fs figureList
 	phaseFigures(&fs, rr.phaseByName)
 	ratioFigures(&fs, rr)
-	for _, name := range []string{PhaseMain, PhaseDupRedis, PhaseDupMySQL} {
+	sqlFigureList(&fs, rr.SQL)
+	if rr.Offer != nil {
+		rr.Offer.figures(&fs)
+	}
+	for _, name := range cpuPhases {
 		if d, ok := rr.CPU[name]; ok {
 			fs.add("function CPU per request: "+name, "µs", float64(d)/float64(time.Microsecond), "")
 		}
@@ -114,6 +121,9 @@ func figures(rr RunReport) []Figure {
 	}
 	return fs
 }
+
+// cpuPhases are the function phases whose CPU per request is reported.
+var cpuPhases = []string{PhaseMain, PhaseDupRedis, PhaseDupMySQL, PhaseFirst, PhaseFirstQuiet, PhaseFirstMySQL, PhaseFirstMySQLQuiet}
 
 // figureList collects figures, leaving out what could not be computed.
 type figureList []Figure
@@ -136,7 +146,8 @@ func phaseFigures(fs *figureList, p map[string]PhaseSummary) {
 			}
 		}
 	}
-	for _, name := range []string{PhaseDupRedis, PhaseDupMySQL, PhaseBare, PhaseBareInProc} {
+	for _, name := range []string{PhaseDupRedis, PhaseDupMySQL, PhaseBare, PhaseBareInProc, PhaseFirst, PhaseFirstQuiet,
+		PhaseFirstMySQL, PhaseFirstMySQLQuiet, PhaseRawPipeline, PhaseRawPipelineQuiet} {
 		if s, ok := p[name]; ok {
 			fs.add(name+": events/s", "1/s", s.Rate, "")
 			fs.add(name+": p50", "ms", ms(s.All.P50), "")
@@ -186,6 +197,25 @@ func ratioFigures(fs *figureList, rr RunReport) {
 		}
 	}
 	libraryRatios(fs, p)
+	firstRatios(fs, p)
+}
+
+// firstRatios compare each first-delivery phase with the raw pipeline that
+// does the same external work (with notify or without).
+func firstRatios(fs *figureList, p map[string]PhaseSummary) {
+	for _, name := range []string{PhaseFirst, PhaseFirstQuiet, PhaseFirstMySQL, PhaseFirstMySQLQuiet} {
+		f, ok1 := p[name]
+		raw, ok2 := p[floorOf(name)]
+		if !ok1 || !ok2 || raw.Rate == 0 {
+			continue
+		}
+		goalRate, goalP50 := "", ""
+		if name == PhaseFirst || (name == PhaseFirstMySQL && p[PhaseFirst].N == 0) {
+			goalRate, goalP50 = "≥ 0.6", "≤ 2"
+		}
+		fs.add(name+" / "+floorOf(name)+": throughput", "x", f.Rate/raw.Rate, goalRate)
+		fs.add(name+" / "+floorOf(name)+": p50 latency", "x", ratio(f.All.P50, raw.All.P50), goalP50)
+	}
 }
 
 // libraryRatios compare the engine in-process with the raw operations, and
@@ -246,7 +276,7 @@ func aggregate(runs []RunReport) []Aggregate {
 }
 
 func printRun(w io.Writer, rr RunReport) {
-	fmt.Fprintf(w, "\n== run %d (nonce %s): %d deliveries: %d first, %d redeliveries, %d double submits, %d burst copies\n",
+	fmt.Fprintf(w, "\n== run %d (nonce %s): %d deliveries sent; planned: %d first, %d redeliveries, %d double submits, %d burst copies\n",
 		rr.Run, rr.Nonce, rr.Verify.Deliveries, rr.Plan[KindFirst], rr.Plan[KindRedeliver], rr.Plan[KindDouble], rr.Plan[KindBurst])
 	fmt.Fprintf(w, "%-20s %-10s %7s %9s %9s %9s %9s %9s %9s\n", "phase", "class", "n", "per s", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms")
 	for _, ph := range rr.Phases {
@@ -292,9 +322,13 @@ func printRun(w io.Writer, rr RunReport) {
 	} else {
 		fmt.Fprintln(w, "  [FAILED]")
 	}
+	printSQL(w, rr.SQL)
+	if rr.Offer != nil {
+		rr.Offer.print(w)
+	}
 	if len(rr.CPU) > 0 {
 		fmt.Fprintf(w, "function CPU (user+system, /proc/<pid>/stat) per request:")
-		for _, name := range []string{PhaseMain, PhaseDupRedis, PhaseDupMySQL} {
+		for _, name := range cpuPhases {
 			if d, ok := rr.CPU[name]; ok {
 				fmt.Fprintf(w, " %s %.0f µs;", name, float64(d)/float64(time.Microsecond))
 			}
@@ -305,7 +339,7 @@ func printRun(w io.Writer, rr RunReport) {
 		fmt.Fprintln(w)
 	}
 	if len(rr.LoadRSS) > 0 {
-		fmt.Fprintf(w, "RSS under load (max while the main phase ran):")
+		fmt.Fprintf(w, "RSS under load (max while the main and first-delivery phases ran):")
 		for _, k := range sortedKeys(rr.LoadRSS) {
 			fmt.Fprintf(w, " %s %.1f MB;", k, float64(rr.LoadRSS[k])/(1<<20))
 		}

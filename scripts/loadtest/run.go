@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgate/idemgate/internal/dev/proc"
 	"github.com/idemgate/idemgate/internal/dev/progress"
@@ -54,7 +57,10 @@ type RunReport struct {
 	LoadRSS map[string]int64 `json:"rss_max_under_load_bytes,omitempty"`
 	// CPU is the spawned instances' CPU time (user+system) per request of a
 	// phase; each phase reaches its own set of instances.
-	CPU         map[string]time.Duration `json:"cpu_per_request_ns,omitempty"`
+	CPU map[string]time.Duration `json:"cpu_per_request_ns,omitempty"`
+	// SQL are the MySQL counters per task of the phases that reach MySQL.
+	SQL         []SQLFigures `json:"mysql,omitempty"`
+	Offer       *Offer       `json:"offer,omitempty"`
 	phaseByName map[string]PhaseSummary
 }
 
@@ -137,6 +143,10 @@ type runner struct {
 	removeWD bool // work is a temporary directory of ours
 	bl       *Baselines
 	fl       *fleet
+	fk       *fakes        // OSS, model and notify receiver (spawned instances only)
+	raw      *rawPipeline  // the first delivery's floor (nil: not measured)
+	probe    *sqlProbe     // MySQL counters around each slice (nil: not read)
+	mdb      *proc.MariaDB // -private-mysql's server
 	client   *http.Client
 	prog     *progress.Bar
 	dupPhase string // PhaseDupRedis, or PhaseDupMySQL when the targets have no Redis
@@ -166,15 +176,19 @@ func (r *runner) setup() error {
 		seed = uint64(time.Now().UnixNano())
 	}
 	r.rng = mrand.New(mrand.NewPCG(seed, 0x1d3a))
-	if err := proc.EnsureDatabase(r.ctx, o.MySQLDSN); err != nil {
-		return err
-	}
 	if r.work = o.WorkDir; r.work == "" {
 		d, err := os.MkdirTemp("", "idemgate-loadtest-")
 		if err != nil {
 			return err
 		}
 		r.work, r.removeWD = d, !o.Keep
+	}
+	if err := r.startMariaDB(); err != nil {
+		return err
+	}
+	o = r.o
+	if err := proc.EnsureDatabase(r.ctx, o.MySQLDSN); err != nil {
+		return err
 	}
 	redisURL := o.RedisURL
 	if !o.Redis && o.BaseN == 0 {
@@ -186,6 +200,19 @@ func (r *runner) setup() error {
 	}
 	if r.statsBefore, err = readStats(r.ctx, r.bl.DB()); err != nil {
 		return err
+	}
+	if r.probe, err = openProbe(r.ctx, o.MySQLDSN); err != nil {
+		return err
+	}
+	if o.Spawn > 0 {
+		if r.fk, err = startFakes(); err != nil {
+			return err
+		}
+		if o.FirstN > 0 {
+			if r.raw, err = newRawPipeline(r.bl.DB(), r.fk); err != nil {
+				return fmt.Errorf("raw pipeline: %w", err)
+			}
+		}
 	}
 	if err := r.startFleet(); err != nil {
 		return err
@@ -203,6 +230,28 @@ func (r *runner) setup() error {
 	return nil
 }
 
+// startMariaDB starts the private server of -private-mysql in the work
+// directory and points -mysql-dsn's database there.
+func (r *runner) startMariaDB() error {
+	if !r.o.PrivateMySQL {
+		return nil
+	}
+	cfg, err := mysql.ParseDSN(r.o.MySQLDSN)
+	if err != nil {
+		return errors.New("-mysql-dsn: not a go-sql-driver DSN")
+	}
+	dir := filepath.Join(r.work, "mariadb")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if r.mdb, err = proc.StartMariaDB(r.ctx, dir); err != nil {
+		return err
+	}
+	r.o.MySQLDSN = r.mdb.DSN(cfg.DBName)
+	r.logf("private MariaDB at %s (log %s)", r.mdb.Addr, r.mdb.LogPath)
+	return nil
+}
+
 // startFleet spawns the function's instances and the bare handler's (or
 // takes -targets). The bare handler's server is built first, so that a
 // missing build fails before anything runs.
@@ -217,7 +266,7 @@ func (r *runner) startFleet() error {
 		}
 	}
 	if o.Spawn > 0 {
-		if err := r.fl.spawnFunction(r.ctx, o, r.work, r.logf); err != nil {
+		if err := r.fl.spawnFunction(r.ctx, o, r.work, r.fk.env(), r.logf); err != nil {
 			return err
 		}
 		r.sum.IdleRSS = r.fl.idleRSS()
@@ -251,9 +300,14 @@ func (r *runner) teardown() {
 	if r.fl != nil {
 		r.fl.stop()
 	}
+	if r.fk != nil {
+		r.fk.close()
+	}
+	r.probe.Close()
 	if r.bl != nil {
 		r.bl.Close()
 	}
+	r.mdb.Stop()
 	if r.removeWD {
 		os.RemoveAll(r.work)
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/handler"
-	"github.com/idemgate/idemgate/internal/dev/progress"
+	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
 // Result is one request's answer (one CSV row).
@@ -29,6 +29,7 @@ type Result struct {
 	Target      string
 	FCRequestID string
 	Start       time.Duration // since the phase started
+	Lag         time.Duration // paced phases: how late the delivery was sent after it was due
 	Latency     time.Duration
 	HTTPStatus  int
 	Key         string
@@ -120,13 +121,42 @@ type PhaseResult struct {
 	Name    string
 	Results []Result
 	Wall    time.Duration
+	Slices  []Slice // what was measured around each slice (see interleave)
+}
+
+// Slice is what was measured around one slice of a phase.
+type Slice struct {
+	Wall     time.Duration
+	Requests int // answers (operations of an in-process floor)
+	Tasks    int // of those, the executions: duplicate=false answers, or floor operations without error
+	// SQL are the MySQL status deltas (nil: not probed); Foreign says why
+	// another client may have been active meanwhile ("": clean).
+	SQL     Counters
+	Foreign string
+	CPU     time.Duration // of the job's processes (Job.PIDs)
+}
+
+// executions counts the answers that executed a task: duplicate=false
+// answers, or floor operations without error.
+func executions(rs []Result) int {
+	n := 0
+	for i := range rs {
+		r := &rs[i]
+		if r.Err == "" && r.HTTPStatus == http.StatusOK && (!r.Duplicate || r.Kind == KindOp) {
+			n++
+		}
+	}
+	return n
 }
 
 // execute sends units to targets with at most c requests in flight; a burst
 // holds one slot per member and its members start together, each to another
-// instance (round robin).
+// instance (round robin). With pace > 0 the deliveries are offered at one per
+// pace (open loop: a unit is due at start + pace × the deliveries before it,
+// whatever the answers), for as long as the offer lasts (pace × the
+// deliveries); a unit that found no free slot by then is not sent.
 func execute(ctx context.Context, client *http.Client, run int, phase string, units []Unit, targets []string,
-	c int, done *atomic.Int64) PhaseResult {
+	c int, pace time.Duration, done *atomic.Int64) PhaseResult {
 	total := 0
 	for _, u := range units {
 		total += len(u.Members)
@@ -135,20 +165,25 @@ func execute(ctx context.Context, client *http.Client, run int, phase string, un
 	slots := make(chan struct{}, c)
 	var wg sync.WaitGroup
 	start := time.Now()
+	over := make(chan struct{}) // the offer ended (never, without pace)
+	if pace > 0 {
+		t := time.AfterFunc(time.Duration(total)*pace, func() { close(over) })
+		defer t.Stop()
+	}
 	seq, rr := 0, 0
-dispatch:
 	for _, u := range units {
-		for range u.Members {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				break dispatch
-			}
+		due := time.Duration(seq) * pace
+		if !waitDue(ctx, start.Add(due), over) || !takeSlots(ctx, slots, len(u.Members), over) {
+			break
 		}
 		gate := make(chan struct{})
+		lag := time.Since(start) - due
 		for j, d := range u.Members {
 			r := &res[seq]
 			*r = Result{Run: run, Phase: phase, Seq: seq, Action: d.Action, Kind: d.Kind}
+			if pace > 0 {
+				r.Lag = lag
+			}
 			seq++
 			target := targets[(rr+j)%len(targets)]
 			wg.Add(1)
@@ -169,6 +204,39 @@ dispatch:
 	return PhaseResult{Name: phase, Results: res[:seq], Wall: wall}
 }
 
+// waitDue waits until t; false if ctx or the offer ended first.
+func waitDue(ctx context.Context, t time.Time, over <-chan struct{}) bool {
+	if d := time.Until(t); d > 0 {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			return false
+		case <-over:
+			return false
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// takeSlots takes n slots, or none if ctx or the offer ends first.
+func takeSlots(ctx context.Context, slots chan struct{}, n int, over <-chan struct{}) bool {
+	for k := range n {
+		select {
+		case slots <- struct{}{}:
+			continue
+		case <-ctx.Done():
+		case <-over:
+		}
+		for range k {
+			<-slots
+		}
+		return false
+	}
+	return true
+}
+
 // timeOps runs op n times with c workers and times each call.
 func timeOps(ctx context.Context, run int, phase string, lo, hi, c int, done *atomic.Int64, op func(ctx context.Context, i int) error) PhaseResult {
 	n := hi - lo
@@ -186,7 +254,7 @@ func timeOps(ctx context.Context, run int, phase string, lo, hi, c int, done *at
 					return
 				}
 				r := &res[i]
-				*r = Result{Run: run, Phase: phase, Seq: lo + i, Action: -1, Kind: "op", HTTPStatus: http.StatusOK, Duplicate: true}
+				*r = Result{Run: run, Phase: phase, Seq: lo + i, Action: -1, Kind: KindOp, HTTPStatus: http.StatusOK, Duplicate: true}
 				r.Start = time.Since(start)
 				t := time.Now()
 				err := op(ctx, lo+i)
@@ -207,25 +275,27 @@ func timeOps(ctx context.Context, run int, phase string, lo, hi, c int, done *at
 }
 
 // Job is one phase of an interleaved group: run(lo, hi) performs its
-// operations lo..hi-1.
+// operations lo..hi-1. PIDs are the processes whose CPU time it is charged.
 type Job struct {
 	Name string
 	N    int
+	PIDs []int
 	Run  func(lo, hi int, done *atomic.Int64) PhaseResult
 }
 
 // interleave runs the jobs in slices, alternating (A B, B A, A B, …), so
 // that drift in the machine's load (other processes, the database's
 // background flushing) falls on every job alike. Each job's wall time is the
-// sum of its slices'.
-func interleave(jobs []Job, slices int, prog *progress.Bar, label string) []PhaseResult {
+// sum of its slices'. Around each slice it reads the MySQL counters (r.probe)
+// and the CPU time of the job's processes.
+func (r *runner) interleave(jobs []Job, slices int, label string) []PhaseResult {
 	total := 0
 	for _, j := range jobs {
 		total += j.N
 	}
 	var done atomic.Int64
-	prog.Start(label, total, &done)
-	defer prog.Stop()
+	r.prog.Start(label, total, &done)
+	defer r.prog.Stop()
 	out := make([]PhaseResult, len(jobs))
 	for i, j := range jobs {
 		out[i].Name = j.Name
@@ -241,14 +311,34 @@ func interleave(jobs []Job, slices int, prog *progress.Bar, label string) []Phas
 			if hi <= lo {
 				continue
 			}
-			r := j.Run(lo, hi, &done)
-			for x := range r.Results {
-				r.Results[x].Start += out[i].Wall
-				r.Results[x].Seq = len(out[i].Results) + x
+			res, sl := r.runSlice(j, lo, hi, &done)
+			for x := range res.Results {
+				res.Results[x].Start += out[i].Wall
+				res.Results[x].Seq = len(out[i].Results) + x
 			}
-			out[i].Results = append(out[i].Results, r.Results...)
-			out[i].Wall += r.Wall
+			out[i].Results = append(out[i].Results, res.Results...)
+			out[i].Wall += res.Wall
+			out[i].Slices = append(out[i].Slices, sl)
 		}
 	}
 	return out
+}
+
+// runSlice runs one slice of j with the probes around it. A failed probe
+// leaves the slice unclean; it does not stop the run.
+func (r *runner) runSlice(j Job, lo, hi int, done *atomic.Int64) (PhaseResult, Slice) {
+	var perr error
+	if r.probe != nil {
+		perr = r.probe.begin(r.ctx)
+	}
+	cpu0 := proc.CPUTime(j.PIDs)
+	res := j.Run(lo, hi, done)
+	sl := Slice{Wall: res.Wall, CPU: proc.CPUTime(j.PIDs) - cpu0, Requests: len(res.Results), Tasks: executions(res.Results)}
+	if r.probe != nil && perr == nil {
+		sl.SQL, sl.Foreign, perr = r.probe.end(r.ctx)
+	}
+	if perr != nil {
+		sl.SQL, sl.Foreign = nil, "probe failed: "+perr.Error()
+	}
+	return res, sl
 }

@@ -1,0 +1,139 @@
+package proc
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// ErrNoMariaDB: mariadbd or mariadb-install-db was not found.
+var ErrNoMariaDB = errors.New("no MariaDB server binaries")
+
+// MariaDB is a private MariaDB server: for measurements and tests that read
+// the server's GLOBAL counters (SHOW GLOBAL STATUS), which every client of a
+// shared server moves, a database of one's own notwithstanding.
+type MariaDB struct {
+	Addr    string // 127.0.0.1:<port>
+	LogPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// StartMariaDB initialises a data directory under dir (mariadb-install-db)
+// and starts mariadbd on a free loopback port, returning once it answers.
+// Durability settings are the server's defaults (innodb_flush_log_at_trx_commit=1,
+// no binary log); the buffer pool and the redo log are small.
+// IDEMGATE_TEST_MARIADBD names mariadbd (default: on PATH, else /usr/sbin);
+// mariadb-install-db is looked for beside it, then on PATH.
+func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
+	server, install, err := mariadbBinaries()
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	tuning := []string{"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M"}
+	inst := exec.CommandContext(ctx, install, append([]string{"--no-defaults", "--datadir=" + data, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db"}, tuning...)...)
+	if out, err := inst.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, Tail(string(out), 2000))
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	m := &MariaDB{Addr: "127.0.0.1:" + strconv.Itoa(port), LogPath: filepath.Join(dir, "mariadbd.log"), exited: make(chan struct{})}
+	log, err := os.Create(m.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	m.cmd = exec.Command(server, append([]string{"--no-defaults", "--datadir=" + data, "--user=root",
+		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mariadbd.sock"),
+		"--pid-file=" + filepath.Join(dir, "mariadbd.pid"), "--skip-log-bin"}, tuning...)...)
+	m.cmd.Stdout, m.cmd.Stderr = log, log
+	if err := m.cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("mariadbd: %w", err)
+	}
+	go func() { _ = m.cmd.Wait(); log.Close(); close(m.exited) }()
+	if err := m.await(ctx); err != nil {
+		m.Stop()
+		b, _ := os.ReadFile(m.LogPath)
+		return nil, fmt.Errorf("private MariaDB: %w\n%s", err, Tail(string(b), 2000))
+	}
+	return m, nil
+}
+
+func mariadbBinaries() (server, install string, err error) {
+	server = os.Getenv("IDEMGATE_TEST_MARIADBD")
+	if server == "" {
+		if server, err = exec.LookPath("mariadbd"); err != nil {
+			server = "/usr/sbin/mariadbd" // often off a user's PATH
+		}
+	}
+	if _, err := os.Stat(server); err != nil {
+		return "", "", fmt.Errorf("%w: %w", ErrNoMariaDB, err)
+	}
+	install = filepath.Join(filepath.Dir(server), "mariadb-install-db")
+	if _, err := os.Stat(install); err != nil {
+		if install, err = exec.LookPath("mariadb-install-db"); err != nil {
+			return "", "", fmt.Errorf("%w: %w", ErrNoMariaDB, err)
+		}
+	}
+	return server, install, nil
+}
+
+// DSN is the go-sql-driver DSN of database db ("": none) as root.
+func (m *MariaDB) DSN(db string) string {
+	return (&mysql.Config{User: "root", Net: "tcp", Addr: m.Addr, DBName: db, AllowNativePasswords: true}).FormatDSN()
+}
+
+// await pings until the server answers (20 s at most).
+func (m *MariaDB) await(ctx context.Context) error {
+	db, err := sql.Open("mysql", m.DSN(""))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		err = db.PingContext(c)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-m.exited:
+			return errors.New("mariadbd exited at start")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer within 20 s: %w", err)
+		}
+	}
+}
+
+// Stop shuts the server down (SIGTERM; SIGKILL after 20 s). Nil-safe.
+func (m *MariaDB) Stop() {
+	if m == nil {
+		return
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+	case <-time.After(20 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-m.exited
+	}
+}

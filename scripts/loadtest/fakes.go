@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemgate/idemgate/handler/notify"
+	"github.com/idemgate/idemgate/internal/dev/modelfake"
+	"github.com/idemgate/idemgate/internal/dev/proc"
+	"github.com/idemgate/idemgate/ossresult"
+	"github.com/idemgate/idemgate/ossresult/ossfake"
+)
+
+// The fake OSS's bucket and region. The access key and the notify signing
+// secret are drawn per run (fakes only: nothing real is signed with them).
+const (
+	fakeBucket = "idemgate-load"
+	fakeRegion = "cn-hangzhou"
+)
+
+// fakes are the external services of a first delivery, on loopback inside
+// the load generator: the OSS that checks V4 signatures (ossresult/ossfake),
+// a chat-completions endpoint (internal/dev/modelfake) and a notify
+// receiver. The spawned instances and the raw-pipeline floor both use them,
+// so the two pay for the same external work.
+type fakes struct {
+	oss                *ossfake.Server
+	model              *modelfake.Fake
+	recv               *receiver
+	keyID, keySecret   string
+	signingSecret      string
+	notifyURL, allowed string // the receiver's URL; its NOTIFY_ALLOWED_HOSTS entry
+	creds              ossresult.Credentials
+	ossCfg             ossresult.OSSConfig
+	closeOnce          sync.Once
+}
+
+// startFakes starts the three services on loopback ports.
+func startFakes() (*fakes, error) {
+	f := &fakes{keyID: "LTAI" + proc.Nonce(), keySecret: proc.Nonce() + proc.Nonce(), signingSecret: proc.Nonce() + proc.Nonce() + proc.Nonce() + proc.Nonce()}
+	f.oss = ossfake.New(ossfake.Config{Bucket: fakeBucket, Region: fakeRegion, AccessKeyID: f.keyID,
+		AccessKeySecret: f.keySecret, RequireTag: ossresult.TagKind, RequireTagPrefix: "tasks/"})
+	f.model = modelfake.Start()
+	var err error
+	if f.recv, err = startReceiver(f.signingSecret); err != nil {
+		f.close()
+		return nil, err
+	}
+	f.notifyURL = "http://" + f.recv.addr + "/notify"
+	// Loopback needs its flag (docs/operations.md, NOTIFY_ALLOWED_HOSTS).
+	f.allowed = "http://" + f.recv.addr + ";loopback"
+	f.creds = ossresult.Credentials{AccessKeyID: f.keyID, AccessKeySecret: f.keySecret}
+	f.ossCfg = ossresult.OSSConfig{Endpoint: f.oss.Endpoint(), Bucket: fakeBucket, Region: fakeRegion}
+	return f, nil
+}
+
+// env is the function's configuration for the fakes.
+func (f *fakes) env() []string {
+	return append(f.model.Env(), "OSS_ENDPOINT="+f.oss.Endpoint(), "OSS_BUCKET="+fakeBucket, "OSS_REGION="+fakeRegion,
+		"ALIBABA_CLOUD_ACCESS_KEY_ID="+f.keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET="+f.keySecret,
+		"NOTIFY_ALLOWED_HOSTS="+f.allowed, "NOTIFY_SIGNING_SECRET="+f.signingSecret)
+}
+
+func (f *fakes) close() {
+	f.closeOnce.Do(func() {
+		if f.recv != nil {
+			f.recv.close()
+		}
+		if f.model != nil {
+			f.model.Close()
+		}
+		if f.oss != nil {
+			f.oss.Close()
+		}
+	})
+}
+
+// outputsByKey counts the attempt outputs (tasks/<K>/attempt-NNN/output.json)
+// the fake OSS holds, by business key.
+func (f *fakes) outputsByKey() map[string]int {
+	out := map[string]int{}
+	for key := range f.oss.Objects() {
+		if ossresult.KindOf(key) == ossresult.KindAttempt {
+			out[strings.Split(key, "/")[1]]++
+		}
+	}
+	return out
+}
+
+// receiver is the notify endpoint: it checks each POST's signature and
+// counts the POSTs per business key (the Idempotency-Key less its suffix).
+type receiver struct {
+	addr   string
+	secret string
+	srv    *http.Server
+	mu     sync.Mutex
+	byKey  map[string]int
+	bad    int
+}
+
+func startReceiver(secret string) (*receiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &receiver{addr: ln.Addr().String(), secret: secret, byKey: map[string]int{}}
+	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = r.srv.Serve(ln) }()
+	return r, nil
+}
+
+// ServeHTTP answers 200 to a signed POST, 401 to anything else.
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+	key, _ := strings.CutSuffix(req.Header.Get("Idempotency-Key"), notify.KeySuffix)
+	ok := err == nil && req.Method == http.MethodPost && key != "" &&
+		notify.Verify(r.secret, req.Header.Get(notify.SignatureHeader), body, 5*time.Minute) == nil
+	r.mu.Lock()
+	if ok {
+		r.byKey[key]++
+	} else {
+		r.bad++
+	}
+	r.mu.Unlock()
+	if !ok {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// posts is how many signed POSTs named key.
+func (r *receiver) posts(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byKey[key]
+}
+
+// refused is how many requests failed the receiver's checks.
+func (r *receiver) refused() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bad
+}
+
+func (r *receiver) close() {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = r.srv.Shutdown(c)
+}
+
+// String keeps the fakes' secrets out of any print.
+func (f *fakes) String() string {
+	return fmt.Sprintf("fakes{oss:%s model:%s notify:%s}", f.oss.Endpoint(), f.model.URL, f.notifyURL)
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The first-delivery group: first deliveries only (fresh actions, no
+// duplicates), to the instances with Redis and to those without, with and
+// without notify, interleaved with the raw pipeline (the floor: the same
+// external work without idempotency logic), with and without notify.
+const (
+	PhaseFirst            = "first-delivery"                 // Redis instances, notify
+	PhaseFirstQuiet       = "first-delivery/no-notify"       // Redis instances
+	PhaseFirstMySQL       = "first-delivery/mysql"           // instances without REDIS_URL, notify
+	PhaseFirstMySQLQuiet  = "first-delivery/mysql/no-notify" // instances without REDIS_URL
+	PhaseRawPipeline      = "raw-pipeline"                   // the floor, notify
+	PhaseRawPipelineQuiet = "raw-pipeline/no-notify"
+)
+
+func isFirst(name string) bool { return strings.HasPrefix(name, "first-delivery") }
+
+// notifies says whether a first-delivery or raw-pipeline phase posts a notify.
+func notifies(name string) bool { return !strings.HasSuffix(name, "/no-notify") }
+
+// floorOf is the raw-pipeline phase a first-delivery phase is compared with.
+func floorOf(name string) string {
+	if notifies(name) {
+		return PhaseRawPipeline
+	}
+	return PhaseRawPipelineQuiet
+}
+
+// firstVariant is one first-delivery phase: where it goes and what it asks.
+type firstVariant struct {
+	name    string
+	targets []string
+	pids    []int
+}
+
+func (r *runner) firstVariants() []firstVariant {
+	f := r.fl
+	if !r.o.Redis { // the targets answer from MySQL alone
+		return []firstVariant{{PhaseFirstMySQL, f.targets, f.loadPIDs}, {PhaseFirstMySQLQuiet, f.targets, f.loadPIDs}}
+	}
+	v := []firstVariant{{PhaseFirst, f.targets, f.loadPIDs}, {PhaseFirstQuiet, f.targets, f.loadPIDs}}
+	if len(f.mysqlTargets) > 0 {
+		v = append(v, firstVariant{PhaseFirstMySQL, f.mysqlTargets, f.mysqlPIDs},
+			firstVariant{PhaseFirstMySQLQuiet, f.mysqlTargets, f.mysqlPIDs})
+	}
+	return v
+}
+
+// firstJobs are the group's jobs, n tasks each; every first-delivery phase
+// has actions of its own (nonce-variant).
+func (r *runner) firstJobs(run, n int, nonce string) []Job {
+	var jobs []Job
+	for i, v := range r.firstVariants() {
+		url := ""
+		if notifies(v.name) {
+			url = r.fk.notifyURL
+		}
+		actions := newActions(fmt.Sprintf("%s-f%d", nonce, i), n, url)
+		units := make([]Unit, n)
+		for a := range actions {
+			units[a] = Unit{Members: []Delivery{{Action: a, Kind: KindFirst, Body: actions[a].Body}}}
+		}
+		jobs = append(jobs, r.httpJob(run, v.name, units, v.targets, v.pids))
+	}
+	return append(jobs, r.opJob(run, PhaseRawPipeline, n, r.raw.op(true)),
+		r.opJob(run, PhaseRawPipelineQuiet, n, r.raw.op(false)))
+}
+
+// firstPhases runs the group (with -first-n > 0 and spawned instances), with
+// the instances' RSS sampled.
+func (r *runner) firstPhases(m *measured) {
+	if r.o.FirstN <= 0 || r.raw == nil {
+		return
+	}
+	var sampler RSSSampler
+	pids := append(slices.Clone(r.fl.loadPIDs), r.fl.mysqlPIDs...)
+	sampler.Start(pids)
+	for _, ph := range r.interleave(r.firstJobs(m.rr.Run, r.o.FirstN, m.rr.Nonce), r.o.Slices, "first deliveries") {
+		if isFirst(ph.Name) {
+			r.tally(ph)
+			var cpu time.Duration
+			for _, s := range ph.Slices {
+				cpu += s.CPU
+			}
+			if len(ph.Results) > 0 {
+				m.rr.CPU[ph.Name] = cpu / time.Duration(len(ph.Results))
+			}
+		}
+		m.add(ph)
+		r.addHist(ph.Name, ph, "")
+	}
+	if m.rr.LoadRSS == nil {
+		m.rr.LoadRSS = map[string]int64{}
+	}
+	for pid, n := range sampler.Stop() {
+		label := r.fl.pidOf[pid]
+		m.rr.LoadRSS[label] = max(m.rr.LoadRSS[label], n)
+	}
+}
+
+// sideEffects is what the fakes saw, for the at-most-once checks (nil with
+// -targets: the instances' services are their own).
+func (r *runner) sideEffects() *SideEffects {
+	if r.fk == nil || r.o.Spawn == 0 {
+		return nil
+	}
+	return &SideEffects{Outputs: r.fk.outputsByKey(), ModelCalls: r.fk.model.Calls, Notifies: r.fk.recv.posts}
+}
+
+// checkFirst checks a first-delivery phase: every answer a 200 FIRST
+// SUCCEEDED, one model call, one attempt output and (with notify) one
+// signed notify POST per key, none without.
+func checkFirst(ph PhaseResult, side *SideEffects) []string {
+	var bad []string
+	wantNotify := 0
+	if notifies(ph.Name) {
+		wantNotify = 1
+	}
+	for i := range ph.Results {
+		res := &ph.Results[i]
+		switch {
+		case res.Class() == "error":
+			bad = append(bad, fmt.Sprintf("HTTP %d %s", res.HTTPStatus, res.Err))
+		case res.Decision != "FIRST" || res.Status != "SUCCEEDED":
+			bad = append(bad, fmt.Sprintf("%s %s", res.Decision, res.Status))
+		case side == nil:
+		case side.ModelCalls(res.Key) != 1:
+			bad = append(bad, fmt.Sprintf("%d model calls", side.ModelCalls(res.Key)))
+		case side.Outputs[res.Key] != 1:
+			bad = append(bad, fmt.Sprintf("%d attempt outputs", side.Outputs[res.Key]))
+		case side.Notifies(res.Key) != wantNotify:
+			bad = append(bad, fmt.Sprintf("%d notify POSTs, want %d", side.Notifies(res.Key), wantNotify))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: %d of %d tasks not executed exactly once as asked (first: %s)", ph.Name, len(bad), len(ph.Results), bad[0])}
+}
