@@ -131,7 +131,7 @@ func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempot
 		}
 		notify = in.Notify
 	}
-	return p.finish(ctx, f, t.rs, o, notify, t.meta)
+	return p.finish(ctx, f, t.rs, o, notify, t.meta, t.saved)
 }
 
 // finish publishes approved/result.md from the output result_ref names and
@@ -139,8 +139,8 @@ func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempot
 // done. A FINAL failure is recorded (an operator's replay reopens it); a
 // retryable one leaves the finish to the next holder.
 func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs ResultStore, o Outcome, notify *event.Notify,
-	m ossresult.Meta) error {
-	if err := publish(ctx, rs, o.IdempotencyKey, o.ResultRef, m); err != nil {
+	m ossresult.Meta, saved savedOutput) error {
+	if err := publish(ctx, rs, o.IdempotencyKey, o.ResultRef, m, saved); err != nil {
 		return p.finishFailed(ctx, f, err)
 	}
 	if p.Fault != nil {
@@ -171,20 +171,23 @@ func (p *Pipeline) finishFailed(ctx context.Context, f *idempotency.Finisher, ca
 	return cause
 }
 
-// publish writes approved/result.md from the output object ref names; a
-// create-once object, so publishing again is a no-op.
-func publish(ctx context.Context, rs ResultStore, k, ref string, m ossresult.Meta) error {
+// publish writes approved/result.md from the output object ref names (read
+// back unless this delivery saved it); a create-once object, so publishing
+// again is a no-op.
+func publish(ctx context.Context, rs ResultStore, k, ref string, m ossresult.Meta, saved savedOutput) error {
 	outKey, ok := strings.CutPrefix(ref, strings.TrimSuffix(rs.Ref("x"), "x"))
 	if !ok {
 		return idempotency.Final("bad_output", fmt.Errorf("result_ref %s is not an object of this result store", ref))
 	}
-	body, _, err := rs.Get(ctx, outKey)
-	if err != nil {
-		return classifyResultErr("read output", err)
-	}
-	var out Output
-	if err := json.Unmarshal(body, &out); err != nil {
-		return idempotency.Final("bad_output", fmt.Errorf("attempt output %s: %w", outKey, err))
+	out := Output{Text: saved.text}
+	if saved.key != outKey {
+		body, _, err := rs.Get(ctx, outKey)
+		if err != nil {
+			return classifyResultErr("read output", err)
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			return idempotency.Final("bad_output", fmt.Errorf("attempt output %s: %w", outKey, err))
+		}
 	}
 	key, err := ossresult.ApprovedKey(k)
 	if err != nil {

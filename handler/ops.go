@@ -214,7 +214,8 @@ func (p *Pipeline) refinish(ctx context.Context, rec idempotency.Record, meta Me
 	if err != nil {
 		return failure(o, p.finishFailed(ctx, f, err))
 	}
-	if err := p.finish(ctx, f, rs, o, in.Notify, ossresult.Meta{IdempotencyKey: rec.Key, RequestID: rec.OriginRequestID}); err != nil {
+	if err := p.finish(ctx, f, rs, o, in.Notify, ossresult.Meta{IdempotencyKey: rec.Key, RequestID: rec.OriginRequestID},
+		savedOutput{}); err != nil {
 		return failure(o, err)
 	}
 	return o

@@ -138,6 +138,7 @@ type task struct {
 	tt    TaskType
 	rs    ResultStore
 	meta  ossresult.Meta
+	saved savedOutput // the output this delivery saved, if it did
 }
 
 // runTask is the pipeline of one task event: prepare, claim and run under
@@ -255,7 +256,8 @@ func (p *Pipeline) execute(ctx context.Context, t *task, l *idempotency.Lease) (
 	prior := map[string]string{}
 	var outKey string
 	for i, s := range t.tt.Steps {
-		in := &StepInput{Task: t.Task, Key: t.d.Key, RequestID: t.reqID, Attempt: l.Attempt, Prior: prior, Model: p.Model, Results: t.rs}
+		in := &StepInput{Task: t.Task, Key: t.d.Key, RequestID: t.reqID, Attempt: l.Attempt, Prior: prior, Model: p.Model,
+			Results: t.rs, saved: &t.saved}
 		run := func(ctx context.Context) (string, error) { return s.Run(ctx, in) }
 		var v string
 		if i < len(t.tt.Steps)-1 {

@@ -123,9 +123,11 @@ func TestStatementsPerFirstDelivery(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := counter.n.Load()
+			keysOf := make([]string, tasks)
 			for i := range tasks {
+				keysOf[i] = fmt.Sprintf("%s-%d-%d", c.name, i, time.Now().UnixNano())
 				data := map[string]any{"tenant_id": "t1", "task_type": c.taskType, "operation": c.taskType,
-					"input": c.input, "idempotency_key": fmt.Sprintf("%s-%d-%d", c.name, i, time.Now().UnixNano())}
+					"input": c.input, "idempotency_key": keysOf[i]}
 				url := ""
 				if c.notify {
 					url = "https://hook.test/x"
@@ -140,6 +142,19 @@ func TestStatementsPerFirstDelivery(t *testing.T) {
 			got, want := counter.n.Load()-before, c.perTask*tasks+c.batched
 			if got != want {
 				t.Fatalf("%d statements for %d first deliveries, want %d (%d each + %d batched)", got, tasks, want, c.perTask, c.batched)
+			}
+			// A duplicate the store answers: the INSERT that meets the key,
+			// and the plain read that decides (no transaction).
+			before = counter.n.Load()
+			for i := range tasks {
+				data := map[string]any{"tenant_id": "t1", "task_type": c.taskType, "operation": c.taskType,
+					"input": c.input, "idempotency_key": keysOf[i]}
+				if o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev", data, ""), handler.Meta{RequestID: "dup"})); o.Decision != "REPEAT_DONE" {
+					t.Fatalf("duplicate %d: %+v", i, o)
+				}
+			}
+			if got := counter.n.Load() - before; got != 2*tasks {
+				t.Fatalf("%d statements for %d duplicates, want 2 each", got, tasks)
 			}
 		})
 	}

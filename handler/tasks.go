@@ -44,7 +44,13 @@ type StepInput struct {
 	Prior     map[string]string // results of the steps before this one
 	Model     Model
 	Results   ResultStore
+
+	saved *savedOutput // the output this attempt saved, for the publish that follows
 }
+
+// savedOutput is the object SaveOutput wrote and its text: publishing it
+// needs no read back.
+type savedOutput struct{ key, text string }
 
 // Output is the attempt output object (attempt-NNN/output.json).
 type Output struct {
@@ -72,6 +78,9 @@ func (in *StepInput) SaveOutput(ctx context.Context, out Output) (string, error)
 	}
 	if _, err := in.Results.PutOnce(ctx, key, body, "application/json", ossresult.Meta{IdempotencyKey: in.Key, RequestID: in.RequestID}); err != nil {
 		return "", classifyResultErr("save output", err)
+	}
+	if in.saved != nil {
+		*in.saved = savedOutput{key: key, text: out.Text}
 	}
 	return key, nil
 }

@@ -167,8 +167,39 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		if !errors.Is(err, ErrDuplicateKey) {
 			return idempotency.ClaimResult{}, err
 		}
+		// Most duplicates are answered from a plain read: a terminal record,
+		// another payload, another owner's live lease (committed states, so
+		// the answer holds as of the read). Only a takeover needs the row
+		// lock, and decides again under it.
+		if res, ok, err := s.peek(ctx, req); err != nil || ok {
+			return res, err
+		}
 		return s.inTx(ctx, func(tx *sql.Tx) (idempotency.ClaimResult, error) { return takeover(ctx, tx, req) })
 	})
+}
+
+// peek decides a duplicate's claim on the committed record without a lock;
+// ok is false when the decision is a takeover.
+func (s *Store) peek(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, bool, error) {
+	var now time.Time
+	rec, err := scan(s.db.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record WHERE request_id = ?`,
+		req.Key), &now)
+	if err != nil {
+		return idempotency.ClaimResult{}, false, err
+	}
+	d, act := idempotency.Decide(rec, req, now)
+	if act != idempotency.ActNone {
+		return idempotency.ClaimResult{}, false, nil
+	}
+	return answer(d, act, rec, now), true, nil
+}
+
+func answer(d idempotency.Decision, act idempotency.Action, rec idempotency.Record, now time.Time) idempotency.ClaimResult {
+	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "mysql", Salvage: act == idempotency.ActSalvage}
+	if rec.Status == idempotency.StatusRunning && rec.LeaseUntil.After(now) {
+		res.LeaseLeft = rec.LeaseUntil.Sub(now)
+	}
+	return res
 }
 
 // takeover decides on the locked row with the shared state machine and writes
@@ -194,11 +225,7 @@ func takeover(ctx context.Context, tx *sql.Tx, req idempotency.ClaimRequest) (id
 			return idempotency.ClaimResult{}, mapErr(err)
 		}
 	}
-	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "mysql", Salvage: act == idempotency.ActSalvage}
-	if rec.Status == idempotency.StatusRunning && rec.LeaseUntil.After(now) {
-		res.LeaseLeft = rec.LeaseUntil.Sub(now)
-	}
-	return res, nil
+	return answer(d, act, rec, now), nil
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) (idempotency.ClaimResult, error)) (idempotency.ClaimResult, error) {

@@ -21,18 +21,21 @@ import (
 // statement, each a round trip), on the current code:
 //
 //   - the claim's INSERT of the record;
-//   - the step: the parent-fence SELECT, the INSERT of the step's record, its
-//     completing UPDATE;
-//   - the parent's completing UPDATE;
-//   - the finish's UPDATE (publish and notify are recorded on the parent row,
-//     so a notify adds no statement).
+//   - the fenced completing UPDATE, which also leaves the finish pending (a
+//     single step is not checkpointed: its output object is);
+//   - with notify, the finish's UPDATE; without, a share of the batch write
+//     that marks the process's finishes done (docs/design.md §6), which the
+//     fewest-statement slice may or may not contain.
 //
 // A change that adds a statement to the first path fails
 // TestLoadAgainstSpawnedInstances; one that removes a statement must lower
 // these.
 const (
-	firstDeliveryStatements       = 6 // without notify
-	firstDeliveryStatementsNotify = 6 // with notify
+	firstDeliveryStatements       = 2 // without notify, plus its share of a batch
+	firstDeliveryStatementsNotify = 3 // with notify
+	// batchShare bounds the share of the batched finish marks in a slice:
+	// at least 4 tasks to a batch write.
+	batchShare = 0.25
 	// rawPipelineStatements checks the instrument: the floor sends one
 	// INSERT and one UPDATE per task, nothing else.
 	rawPipelineStatements = 2
@@ -165,6 +168,15 @@ func TestLoadAgainstSpawnedInstances(t *testing.T) {
 // to a slice, never remove one, so a slice without it shows the true count,
 // while a statement added to every task shows in every slice. (On a shared
 // server, slices in which another client was seen are left out first.)
+// batchShareOf is the batch share a phase may add: only first deliveries
+// without notify have their finish marked in batches.
+func batchShareOf(phase string) float64 {
+	if phase == PhaseFirstQuiet || phase == PhaseFirstMySQLQuiet {
+		return batchShare
+	}
+	return 0
+}
+
 func checkStatements(t *testing.T, sq []SQLFigures) {
 	t.Helper()
 	want := map[string]int{PhaseFirst: firstDeliveryStatementsNotify, PhaseFirstMySQL: firstDeliveryStatementsNotify,
@@ -179,7 +191,7 @@ func checkStatements(t *testing.T, sq []SQLFigures) {
 		switch {
 		case f.Clean == 0:
 			t.Errorf("%s: no slice free of other MariaDB clients to count statements in (%s)", f.Phase, f.Foreign)
-		case f.MinStatements != float64(w):
+		case f.MinStatements < float64(w) || f.MinStatements > float64(w)+batchShareOf(f.Phase):
 			t.Errorf("%s: %.3f MySQL statements per task (fewest in a clean slice; mean %.3f: %v), want %d",
 				f.Phase, f.MinStatements, f.Statements, f.PerTask, w)
 		}
