@@ -124,8 +124,8 @@ func (s *Store) Get(ctx context.Context, key string) (idempotency.Record, error)
 
 const insertSQL = `INSERT INTO idempotency_record (request_id, tenant_id, task_type, operation, input_version,
  origin_request_id, event_source, event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until,
- input_ref, payload_hash, created_at, updated_at)
- VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', 1, 1, ?, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, NOW(3), NOW(3))`
+ input_ref, payload_hash, traceparent, created_at, updated_at)
+ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', 1, 1, ?, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, ?, NOW(3), NOW(3))`
 
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -135,7 +135,7 @@ func insert(ctx context.Context, db execer, req idempotency.ClaimRequest) error 
 	m := req.Meta
 	_, err := db.ExecContext(ctx, insertSQL, req.Key, m.TenantID, m.TaskType, m.Operation, m.InputVersion,
 		m.OriginRequestID, m.EventSource, m.EventID, m.ParentKey, m.Op, req.Owner, req.Try, req.Lease.Microseconds(),
-		m.InputRef, req.PayloadHash)
+		m.InputRef, req.PayloadHash, m.TraceParent)
 	return mapErr(err)
 }
 
