@@ -39,6 +39,10 @@ type Config struct {
 	NotifyAllowedHosts notify.AllowList
 	// NotifySigningSecret keys the HMAC on every notify POST; empty: unsigned.
 	NotifySigningSecret string
+	// Retention: how long a terminal record stays after its last change
+	// (RETENTION_DAYS): the dedup window. StatsRetention: how long stats
+	// minutes stay (STATS_RETENTION_DAYS).
+	Retention, StatsRetention time.Duration
 }
 
 // Variables lists every variable Load reads, for the deploy-file consistency
@@ -48,7 +52,7 @@ var Variables = []string{
 	"ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN",
 	"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS",
 	"DEDUP_TTL_SECONDS", "LEASE_SECONDS", "MAX_ATTEMPTS", "FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT",
-	"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET",
+	"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "RETENTION_DAYS", "STATS_RETENTION_DAYS",
 }
 
 // Defaults.
@@ -60,7 +64,48 @@ const (
 	// characters, e.g. `openssl rand -hex 32` (64), so the HMAC key is not
 	// guessable offline from one signed body.
 	MinSigningSecret = 32
+	// DefaultRetentionDays is RETENTION_DAYS unset: a month, as long as the
+	// results bucket keeps inputs and attempt outputs by default.
+	DefaultRetentionDays = 30
+	// MinRetentionDays is the shortest retention: the platform redelivers an
+	// event for up to a day (FC's asynchronous retries while the event is
+	// younger than its maximum age, at most 86400 s; EventBridge's retries,
+	// a day), and a record purged while that goes on would run its task
+	// again; a second day is margin. It is 576 times the longest
+	// DEDUP_TTL_SECONDS (300 s): a fast-layer entry outlives the purge of
+	// its record by those seconds at most.
+	MinRetentionDays = 2
+	// DefaultStatsRetentionDays is STATS_RETENTION_DAYS unset.
+	DefaultStatsRetentionDays = 30
+	maxDays                   = 3650
 )
+
+// MinRetention is MinRetentionDays as a duration.
+const MinRetention = MinRetentionDays * 24 * time.Hour
+
+// ParseRetention reads a retention given on a command line: a Go duration
+// (720h) or whole days (30d), at least MinRetention; name is the flag or
+// variable the error names.
+func ParseRetention(name, v string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(strings.TrimSpace(v), "d"); ok {
+		var n int
+		if n, err = strconv.Atoi(days); err == nil {
+			d = time.Duration(n) * 24 * time.Hour
+		}
+	} else {
+		d, err = time.ParseDuration(strings.TrimSpace(v))
+	}
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s: want a duration such as 720h or 30d, got %q", name, v)
+	case d < MinRetention || d > maxDays*24*time.Hour:
+		return 0, fmt.Errorf("%s: want from %dd (the platform redelivers for up to a day) to %dd, got %q",
+			name, MinRetentionDays, maxDays, v)
+	}
+	return d, nil
+}
 
 // Load reads the configuration through getenv (os.Getenv in main).
 func Load(getenv func(string) string) (Config, error) {
@@ -104,6 +149,8 @@ func Load(getenv func(string) string) (Config, error) {
 	c.DedupTTL = time.Duration(num("DEDUP_TTL_SECONDS", 300, 1, 300)) * time.Second
 	c.Lease = time.Duration(num("LEASE_SECONDS", 60, 1, 86400)) * time.Second
 	c.MaxAttempts = num("MAX_ATTEMPTS", 3, 1, 100)
+	c.Retention = time.Duration(num("RETENTION_DAYS", DefaultRetentionDays, MinRetentionDays, maxDays)) * 24 * time.Hour
+	c.StatsRetention = time.Duration(num("STATS_RETENTION_DAYS", DefaultStatsRetentionDays, 1, maxDays)) * 24 * time.Hour
 	c.ListenPort = num("FC_CUSTOM_LISTEN_PORT", 0, 1, 65535)
 	if c.ListenPort == 0 {
 		c.ListenPort = num("FC_SERVER_PORT", 9000, 1, 65535)
