@@ -51,6 +51,7 @@ func (p *Pipeline) Handle(ctx context.Context, body []byte, meta Meta) (r Reply)
 		// needs an owner of its own, or two would take each other's lease.
 		meta.RequestID = newOwner("no-request-id")
 	}
+	ctx = TraceInvocation(ctx, meta, p.Log)
 	inv, err := event.Parse(body)
 	if inv == nil {
 		o := failure(Outcome{RequestID: meta.RequestID}, err)
@@ -138,6 +139,7 @@ type task struct {
 	d     keys.Derived
 	fp    string // the fingerprint of the event's data
 	reqID string // the upstream request id, or the fingerprint standing in for it
+	tp    string // the traceparent the task works under
 	tt    TaskType
 	rs    ResultStore
 	meta  ossresult.Meta
@@ -148,6 +150,7 @@ type task struct {
 // completed, or what the same FC request completed before it died.
 func (p *Pipeline) runTask(ctx context.Context, ev *event.Task, meta Meta, owner string) Outcome {
 	start := time.Now()
+	ctx = p.traceTask(ctx, ev)
 	t, o, err := p.prepare(ctx, ev, meta)
 	if t == nil {
 		if o.IdempotencyKey == "" {
@@ -209,7 +212,7 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 	if err != nil {
 		return nil, o, idempotency.Final("invalid_request", err)
 	}
-	t := &task{Task: ev, d: d, fp: fp, reqID: ev.RequestID}
+	t := &task{Task: ev, d: d, fp: fp, reqID: ev.RequestID, tp: traceParentOf(ctx)}
 	if t.reqID == "" {
 		t.reqID = fp // layer 3: the fingerprint stands in for a missing request id
 	}
@@ -235,7 +238,7 @@ func (p *Pipeline) claimRequest(t *task, meta Meta, owner string) idempotency.Cl
 		FinishAfter: true, AllowSalvage: true,
 		Meta: idempotency.Meta{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
 			InputVersion: t.d.InputVersion, OriginRequestID: t.reqID, EventSource: t.EventSource, EventID: t.EventID,
-			InputRef: t.rs.Ref(inputKey)}}
+			InputRef: t.rs.Ref(inputKey), TraceParent: t.tp}}
 }
 
 // execute runs the task under l: its input is saved (the first stored one
