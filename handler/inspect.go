@@ -20,6 +20,9 @@ type Inspection struct {
 	Steps   map[string]idempotency.Record `json:"steps"`
 	Replays []idempotency.Replay          `json:"replays"`
 	Objects map[string]string             `json:"objects"` // object key → ref, for those that exist
+	// DedupWindowEnds: when a purge may delete the record, after which a
+	// duplicate runs again (DedupWindowEnds); "open" while it may not.
+	DedupWindowEnds string `json:"dedup_window_ends,omitempty"`
 }
 
 // Inspect reads K's record (its finish state included), its steps'
@@ -35,6 +38,10 @@ func (p *Pipeline) Inspect(ctx context.Context, key string, meta Meta) (Inspecti
 		return Inspection{}, err
 	}
 	out := Inspection{Record: rec, Steps: map[string]idempotency.Record{}, Objects: map[string]string{}}
+	out.Record.TraceParent = p.recordTraceParent(ctx, rec)
+	if p.Retention.Records > 0 {
+		out.DedupWindowEnds = DedupWindowEnds(rec, p.Retention.Records)
+	}
 	var names []string
 	if tt, ok := p.Tasks.Get(rec.TaskType); ok {
 		for _, s := range tt.Steps {

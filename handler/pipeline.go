@@ -34,6 +34,10 @@ type Pipeline struct {
 	// tests kill the process there (IDEMGATE_FAULT). Nil in production.
 	Fault func(point string)
 	Log   *slog.Logger
+
+	// Retention: what the purge keeps (zero: purge refused, and inspect
+	// shows no end of the dedup window).
+	Retention Retention
 }
 
 // Handle answers one FC invocation body. It never panics: a panic inside a
@@ -125,6 +129,9 @@ func (p *Pipeline) batch(ctx context.Context, inv *event.Invocation, batchErr er
 }
 
 func (p *Pipeline) timer(ctx context.Context, inv *event.Invocation, meta Meta) Reply {
+	if inv.Timer.Payload == event.TimerPayloadPurge {
+		return p.purgeTimer(ctx)
+	}
 	rep, err := p.Sweep(ctx, meta, SweepOptions{Grace: time.Minute})
 	if err != nil {
 		o := failure(Outcome{}, err)
