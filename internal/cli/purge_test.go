@@ -48,8 +48,8 @@ func TestPurgeCommandOnMySQL(t *testing.T) {
  WHERE request_id = ? OR parent_key = ?`, keyOf[old], keyOf[old]); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"purge", "--older-than", "1d"}, {"purge", "--older-than", "47h"}} {
-		if _, stderr, code := cli(args...); code != ExitUsage || !strings.Contains(stderr, "--older-than: want from 2d") {
+	for _, args := range [][]string{{"purge", "--older-than", "7d"}, {"purge", "--older-than", "191h"}} {
+		if _, stderr, code := cli(args...); code != ExitUsage || !strings.Contains(stderr, "--older-than: want from 8d") {
 			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
 		}
 	}

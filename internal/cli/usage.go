@@ -32,7 +32,7 @@ var envDocs = []envDoc{
 	{"MAX_ATTEMPTS", "attempts before a retryable failure is final, 1 to 100 (default 3)"},
 	{"NOTIFY_ALLOWED_HOSTS", "hosts notify.url may name, comma-separated ([http://]host[:port][;private][;loopback]); unset: every notify refused"},
 	{"NOTIFY_SIGNING_SECRET", "HMAC key of the Idemgate-Signature header on every notify, at least 32 characters (unset: unsigned)"},
-	{"RETENTION_DAYS", "days a finished record stays after its last change, 2 to 3650 (default 30): the dedup window; a duplicate of a purged key runs again"},
+	{"RETENTION_DAYS", "days a finished record stays after its last change, 8 to 3650 (default 30): the dedup window; a duplicate of a purged key runs again"},
 	{"STATS_RETENTION_DAYS", "days the per-minute stats stay, 1 to 3650 (default 30)"},
 	{"FC_CUSTOM_LISTEN_PORT", "port of the custom-runtime server (FC sets it; else FC_SERVER_PORT, else 9000)"},
 	{"FC_SERVER_PORT", "port of the custom-runtime server when FC_CUSTOM_LISTEN_PORT is unset"},

@@ -67,14 +67,16 @@ const (
 	// DefaultRetentionDays is RETENTION_DAYS unset: a month, as long as the
 	// results bucket keeps inputs and attempt outputs by default.
 	DefaultRetentionDays = 30
-	// MinRetentionDays is the shortest retention: the platform redelivers an
-	// event for up to a day (FC's asynchronous retries while the event is
-	// younger than its maximum age, at most 86400 s; EventBridge's retries,
-	// a day), and a record purged while that goes on would run its task
-	// again; a second day is margin. It is 576 times the longest
+	// MinRetentionDays is the shortest retention: FC retries an
+	// asynchronous invocation while the event is younger than the
+	// function's maximum event age (a day in the deploy files, at most 7
+	// days: maxAsyncEventAgeInSeconds ≤ 604800), EventBridge for a day, and
+	// a record purged while they go on would run its task again. 8 days
+	// cover the longest FC allows, with a day's margin, whatever the
+	// function's asynchronous configuration. It is 2304 times the longest
 	// DEDUP_TTL_SECONDS (300 s): a fast-layer entry outlives the purge of
 	// its record by those seconds at most.
-	MinRetentionDays = 2
+	MinRetentionDays = 8
 	// DefaultStatsRetentionDays is STATS_RETENTION_DAYS unset.
 	DefaultStatsRetentionDays = 30
 	maxDays                   = 3650
@@ -101,7 +103,7 @@ func ParseRetention(name, v string) (time.Duration, error) {
 	case err != nil:
 		return 0, fmt.Errorf("%s: want a duration such as 720h or 30d, got %q", name, v)
 	case d < MinRetention || d > maxDays*24*time.Hour:
-		return 0, fmt.Errorf("%s: want from %dd (the platform redelivers for up to a day) to %dd, got %q",
+		return 0, fmt.Errorf("%s: want from %dd (FC may redeliver an event for up to 7 days) to %dd, got %q",
 			name, MinRetentionDays, maxDays, v)
 	}
 	return d, nil

@@ -68,13 +68,13 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("retention %s, stats %s", c.Retention, c.StatsRetention)
 			}
 		}},
-		{name: "retention set", env: map[string]string{"RETENTION_DAYS": "2", "STATS_RETENTION_DAYS": "1"},
+		{name: "retention set", env: map[string]string{"RETENTION_DAYS": "8", "STATS_RETENTION_DAYS": "1"},
 			check: func(t *testing.T, c Config) {
-				if c.Retention != 48*time.Hour || c.StatsRetention != 24*time.Hour {
+				if c.Retention != 8*24*time.Hour || c.StatsRetention != 24*time.Hour {
 					t.Fatalf("retention %s, stats %s", c.Retention, c.StatsRetention)
 				}
 			}},
-		{name: "retention under the floor", env: map[string]string{"RETENTION_DAYS": "1"}, wantErr: "RETENTION_DAYS: want a whole number from 2"},
+		{name: "retention under the floor", env: map[string]string{"RETENTION_DAYS": "7"}, wantErr: "RETENTION_DAYS: want a whole number from 8"},
 		{name: "retention in hours", env: map[string]string{"RETENTION_DAYS": "720h"}, wantErr: "RETENTION_DAYS"},
 		{name: "stats retention zero", env: map[string]string{"STATS_RETENTION_DAYS": "0"}, wantErr: "STATS_RETENTION_DAYS"},
 	}
@@ -112,11 +112,11 @@ func TestParseRetention(t *testing.T) {
 	}{
 		{"hours", "720h", 30 * 24 * time.Hour, ""},
 		{"days", "30d", 30 * 24 * time.Hour, ""},
-		{"the floor", "2d", MinRetention, ""},
-		{"mixed duration", "48h30m", 48*time.Hour + 30*time.Minute, ""},
-		{"under the floor", "47h", 0, "--older-than: want from 2d"},
-		{"one day", "1d", 0, "--older-than: want from 2d"},
-		{"negative days", "-30d", 0, "--older-than: want from 2d"},
+		{"the floor", "8d", MinRetention, ""},
+		{"mixed duration", "192h30m", 192*time.Hour + 30*time.Minute, ""},
+		{"under the floor", "191h", 0, "--older-than: want from 8d"},
+		{"seven days", "7d", 0, "--older-than: want from 8d (FC may redeliver an event for up to 7 days)"},
+		{"negative days", "-30d", 0, "--older-than: want from 8d"},
 		{"past the ceiling", "3651d", 0, "to 3650d"},
 		{"not a duration", "a month", 0, `--older-than: want a duration such as 720h or 30d, got "a month"`},
 		{"fractional days", "1.5d", 0, "want a duration"},
