@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -213,33 +214,54 @@ func checkEventBridge(cloud, _ Stack) error {
 	return errors.Join(errs...)
 }
 
+// timers are the timer triggers the function needs, by payload: the sample
+// event FC sends and the schedule.
+var timers = map[string]struct {
+	sample, schedule string
+	cron             func(string) bool
+}{
+	event.TimerPayloadSweep: {sampleTimerEvent, "every minute (@every 1m)", func(c string) bool {
+		return slices.Contains([]string{"@every 1m", "@every 60s", "0 * * * * *", "0 */1 * * * *"}, c)
+	}},
+	event.TimerPayloadPurge: {samplePurgeEvent, "once a day (s m h * * *)", dailyCron.MatchString},
+}
+
+var dailyCron = regexp.MustCompile(`^(CRON_TZ=\S+ )?[0-5]?[0-9] [0-5]?[0-9] (1?[0-9]|2[0-3]) \* \* \*$|^@every 24h$`)
+
 func checkTimer(cloud, _ Stack) error {
-	var sample struct{ Payload string }
-	if err := readJSONFile(sampleTimerEvent, &sample); err != nil {
-		return err
-	}
 	var errs []error
-	n := 0
+	seen := map[string]int{}
 	for _, t := range cloud.Function.Triggers {
 		if t.Timer == nil {
 			continue
 		}
-		n++
-		if !slices.Contains([]string{"@every 1m", "@every 60s", "0 * * * * *", "0 */1 * * * *"}, t.Timer.Cron) {
-			errs = append(errs, fmt.Errorf("cron %q: want every minute (@every 1m)", t.Timer.Cron))
+		want, ok := timers[t.Timer.Payload]
+		if !ok {
+			errs = append(errs, fmt.Errorf("timer %s: payload %q is no timer action", t.Name, t.Timer.Payload))
+			continue
+		}
+		seen[t.Timer.Payload]++
+		var sample struct{ Payload string }
+		if err := readJSONFile(want.sample, &sample); err != nil {
+			return err
+		}
+		if !want.cron(t.Timer.Cron) {
+			errs = append(errs, fmt.Errorf("timer %s: cron %q, want %s", t.Name, t.Timer.Cron, want.schedule))
 		}
 		if t.Timer.Payload != sample.Payload {
-			errs = append(errs, fmt.Errorf("payload %q, %s has %q", t.Timer.Payload, sampleTimerEvent, sample.Payload))
+			errs = append(errs, fmt.Errorf("payload %q, %s has %q", t.Timer.Payload, want.sample, sample.Payload))
 		}
-		// What FC sends for this trigger must parse as the sweep timer.
+		// What FC sends for this trigger must parse as its timer.
 		body, _ := json.Marshal(map[string]string{"triggerTime": "2026-11-30T07:00:00Z", "triggerName": t.Name, "payload": t.Timer.Payload})
 		inv, err := event.Parse(body)
-		if err != nil || inv.Kind != event.KindTimer || inv.Timer == nil || inv.Timer.Payload != event.TimerPayloadSweep {
-			errs = append(errs, fmt.Errorf("the handler does not read this trigger's event as the sweep timer: %v", err))
+		if err != nil || inv.Kind != event.KindTimer || inv.Timer == nil || inv.Timer.Payload != t.Timer.Payload {
+			errs = append(errs, fmt.Errorf("the handler does not read timer %s's event as its timer: %v", t.Name, err))
 		}
 	}
-	if n != 1 {
-		errs = append(errs, fmt.Errorf("%d timer triggers, want one", n))
+	for payload := range timers {
+		if seen[payload] != 1 {
+			errs = append(errs, fmt.Errorf("%d timer triggers with payload %q, want one", seen[payload], payload))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -550,6 +572,7 @@ func codeDefaults() config.Config {
 const (
 	sampleTaskEvent  = "testdata/events/eventbridge-single.json"
 	sampleTimerEvent = "testdata/events/timer-sweep.json"
+	samplePurgeEvent = "testdata/events/timer-purge.json"
 )
 
 // sampleTask is the event type of the sample EventBridge event, which the

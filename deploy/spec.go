@@ -140,6 +140,7 @@ type inputs struct {
 	mysqlDSN, redisURL, llmAPIKey, llmBaseURL, llmModel, llmTimeout, dedupTTL, lease, maxAttempts    *Input
 	stateDir, ossBucket, ossEndpoint, ossRegion, logProject, logStore, dlqQueue                      *Input
 	notifyAllowedHosts, notifySigningSecret, alertActionPolicy, expireDays                           *Input
+	retentionDays, statsRetentionDays                                                                *Input
 }
 
 const digits = "^[0-9]+$"
@@ -206,6 +207,10 @@ func newInputs() inputs {
 			Doc: "at least 32 characters (openssl rand -hex 32); empty = notifications unsigned"},
 		dlqQueue: &Input{Param: "DlqQueueName", Default: Lit("idemgate-dlq"),
 			Doc: "existing MNS queue that receives failed async invocations"},
+		retentionDays: &Input{Env: "RETENTION_DAYS", Param: "RetentionDays", Default: Lit("30"), Pattern: digits,
+			Doc: "days a finished record stays after its last change, at least 8: the dedup window (the daily purge deletes it then)"},
+		statsRetentionDays: &Input{Env: "STATS_RETENTION_DAYS", Param: "StatsRetentionDays", Default: Lit("30"), Pattern: digits,
+			Doc: "days the per-minute counters of main stats stay"},
 	}
 }
 
@@ -252,6 +257,7 @@ func Idemgate() Stack {
 				{"LLM_TIMEOUT_SECONDS", in.llmTimeout}, {"DEDUP_TTL_SECONDS", in.dedupTTL},
 				{"LEASE_SECONDS", in.lease}, {"MAX_ATTEMPTS", in.maxAttempts},
 				{"NOTIFY_ALLOWED_HOSTS", in.notifyAllowedHosts}, {"NOTIFY_SIGNING_SECRET", in.notifySigningSecret},
+				{"RETENTION_DAYS", in.retentionDays}, {"STATS_RETENTION_DAYS", in.statsRetentionDays},
 				// The production marker: IDEMPOTENCY_DISABLED is refused here.
 				{"IDEMGATE_ENV", Lit("production")},
 			},
@@ -262,6 +268,10 @@ func Idemgate() Stack {
 					EventBridge: &EventBridge{Async: true, EventTypes: []string{"idemgate:Task:Submitted"}, SourceType: "Default"}},
 				{Name: "sweep", Qualifier: "LATEST", Description: "re-drives expired leases and FAILED_RETRYABLE tasks",
 					Timer: &Timer{Cron: "@every 1m", Payload: "sweep"}},
+				// Daily at 19:00 UTC, 03:00 in China Standard Time: the quiet
+				// hours of most deployments in the mainland regions.
+				{Name: "purge", Qualifier: "LATEST", Description: "deletes finished records older than RETENTION_DAYS, daily",
+					Timer: &Timer{Cron: "0 0 19 * * *", Payload: "purge"}},
 			},
 		},
 		Role: &Role{
@@ -288,7 +298,7 @@ func Idemgate() Stack {
 			in.mysqlDSN, in.redisURL, in.llmAPIKey, in.llmBaseURL, in.llmModel, in.llmTimeout, in.dedupTTL, in.lease,
 			in.maxAttempts, in.stateDir, in.ossBucket, in.ossEndpoint, in.logProject, in.logStore, in.dlqQueue,
 			in.ossRegion, in.roleARN, in.dlqARN, in.notifyAllowedHosts, in.notifySigningSecret, in.alertActionPolicy,
-			in.expireDays},
+			in.expireDays, in.retentionDays, in.statsRetentionDays},
 		NotDeployed: []Unset{
 			{"FC_SERVER_PORT FC_CUSTOM_LISTEN_PORT", "the platform sets them from customRuntimeConfig.port"},
 			{"ALIBABA_CLOUD_ACCESS_KEY_ID ALIBABA_CLOUD_ACCESS_KEY_SECRET ALIBABA_CLOUD_SECURITY_TOKEN",

@@ -18,6 +18,9 @@ type Inspection struct {
 	Record  idempotency.Record   `json:"record"`
 	Replays []idempotency.Replay `json:"replays"`
 	Objects map[string]string    `json:"objects"` // object key → ref, for those that exist
+	// DedupWindowEnds: when a purge may delete the record, after which a
+	// duplicate runs again (DedupWindowEnds); "open" while it may not.
+	DedupWindowEnds string `json:"dedup_window_ends,omitempty"`
 }
 
 // Inspect reads K's record (its finish state and step checkpoints
@@ -31,6 +34,9 @@ func (p *Pipeline) Inspect(ctx context.Context, key string, meta Meta) (Inspecti
 		return Inspection{}, err
 	}
 	out := Inspection{Record: rec, Objects: map[string]string{}}
+	if p.Retention.Records > 0 {
+		out.DedupWindowEnds = DedupWindowEnds(rec, p.Retention.Records)
+	}
 	if p.Maint != nil {
 		if out.Replays, err = p.Maint.Replays(ctx, key); err != nil {
 			return out, err

@@ -131,6 +131,7 @@ const (
 // FAILED_FINAL, so that its delivery ends in the dead-letter queue, from
 // which it is replayed.
 func (p *Pipeline) redrive(ctx context.Context, rec idempotency.Record, meta Meta, owner string) (Outcome, bool) {
+	ctx = p.traceRecord(ctx, rec)
 	ctx = logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
 	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
 	rs, err := p.Results(ctx, meta.Credentials)
@@ -194,6 +195,7 @@ func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec idempotency.
 // refinish takes up the pending finish (publish, notify) of a SUCCEEDED
 // record whose holder's lease ran out; the stored input decides notify.
 func (p *Pipeline) refinish(ctx context.Context, rec idempotency.Record, meta Meta, owner string) Outcome {
+	ctx = p.traceRecord(ctx, rec)
 	ctx = logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
 	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Duplicate: true, Decision: string(idempotency.DecisionRepeatDone),
 		Attempt: rec.Attempt, ResultRef: rec.ResultRef, RequestID: rec.OriginRequestID}

@@ -30,6 +30,10 @@ type Pipeline struct {
 	// tests kill the process there (IDEMGATE_FAULT). Nil in production.
 	Fault func(point string)
 	Log   *slog.Logger
+
+	// Retention: what the purge keeps (zero: purge refused, and inspect
+	// shows no end of the dedup window).
+	Retention Retention
 }
 
 // Handle answers one FC invocation body. It never panics: a panic inside a
@@ -47,6 +51,7 @@ func (p *Pipeline) Handle(ctx context.Context, body []byte, meta Meta) (r Reply)
 		// needs an owner of its own, or two would take each other's lease.
 		meta.RequestID = newOwner("no-request-id")
 	}
+	ctx = TraceInvocation(ctx, meta, p.Log)
 	inv, err := event.ParseWith(body, event.Options{KeyFallback: p.KeyFallback})
 	if inv == nil {
 		o := failure(Outcome{RequestID: meta.RequestID}, err)
@@ -120,6 +125,9 @@ func (p *Pipeline) batch(ctx context.Context, inv *event.Invocation, batchErr er
 }
 
 func (p *Pipeline) timer(ctx context.Context, inv *event.Invocation, meta Meta) Reply {
+	if inv.Timer.Payload == event.TimerPayloadPurge {
+		return p.purgeTimer(ctx)
+	}
 	rep, err := p.Sweep(ctx, meta, SweepOptions{Grace: time.Minute})
 	if err != nil {
 		o := failure(Outcome{}, err)
@@ -135,6 +143,7 @@ type task struct {
 	fp    string // the fingerprint of the event's data
 	keyFP string // the fingerprint K comes from (KEY_FALLBACK), or ""
 	reqID string // the upstream request id, or the fingerprint standing in for it
+	tp    string // the traceparent the task works under
 	tt    TaskType
 	rs    ResultStore
 	meta  ossresult.Meta
@@ -146,6 +155,7 @@ type task struct {
 // completed, or what the same FC request completed before it died.
 func (p *Pipeline) runTask(ctx context.Context, ev *event.Task, meta Meta, owner string) Outcome {
 	start := time.Now()
+	ctx = p.traceTask(ctx, ev)
 	t, o, err := p.prepare(ctx, ev, meta)
 	if t == nil {
 		if o.IdempotencyKey == "" {
@@ -209,7 +219,7 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 	if err != nil {
 		return nil, o, idempotency.Final("invalid_request", err)
 	}
-	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, reqID: ev.RequestID}
+	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, reqID: ev.RequestID, tp: traceParentOf(ctx)}
 	if t.reqID == "" {
 		t.reqID = fp // layer 3: the fingerprint stands in for a missing request id
 	}
@@ -235,7 +245,7 @@ func (p *Pipeline) claimRequest(t *task, meta Meta, owner string) idempotency.Cl
 		FinishAfter: true, AllowSalvage: true,
 		Meta: idempotency.Meta{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
 			InputVersion: t.d.InputVersion, OriginRequestID: t.reqID, EventSource: t.EventSource, EventID: t.EventID,
-			InputRef: t.rs.Ref(inputKey)}}
+			InputRef: t.rs.Ref(inputKey), TraceParent: t.tp}}
 }
 
 // execute runs the task under l: its input is saved (the first stored one

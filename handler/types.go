@@ -16,6 +16,10 @@ type Meta struct {
 	Region       string
 	AccountID    string
 	RetryCount   int // -1 when the platform did not say
+
+	// TraceParent is the invocation's W3C traceparent as received ("" when
+	// none): the custom runtime's header, the go1 runtime's span context.
+	TraceParent string
 }
 
 // Credentials are the invocation's STS credentials (empty in local runs).

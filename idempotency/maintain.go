@@ -27,6 +27,69 @@ type Maintainer interface {
 	Reset(ctx context.Context, key string, rp Replay) (prior, after Record, err error)
 	Replays(ctx context.Context, key string) ([]Replay, error)
 	Stats(ctx context.Context, since time.Time) ([]StatRow, error)
+	// Purge deletes, in one bounded batch, what outlived its retention: up
+	// to r.Limit task records that are [Purgeable] and unchanged, like each
+	// of their step records, for r.OlderThan by the store's clock, together
+	// with those step records and the audit rows of their replays that are
+	// as old; up to r.Limit audit rows as old whose key has no record; up to
+	// r.Limit stats rows older than r.StatsOlderThan. A record that is not
+	// purgeable, or changed within r.OlderThan, is never deleted, also when
+	// it changes while the purge runs; traffic and other purges may run at
+	// the same time. A duplicate of a purged key is a new action: the purge
+	// ends the key's dedup window.
+	Purge(ctx context.Context, r PurgeRequest) (PurgeReport, error)
+}
+
+// PurgeRequest bounds one purge batch.
+type PurgeRequest struct {
+	OlderThan      time.Duration // records and audit rows; must be positive
+	StatsOlderThan time.Duration // stats rows; 0 keeps them
+	Limit          int           // per kind of row; DefaultPurgeLimit when 0
+}
+
+// DefaultPurgeLimit is the batch of one purge: small enough that its
+// transaction holds its row locks for milliseconds.
+const DefaultPurgeLimit = 500
+
+// PurgeReport counts what a purge deleted.
+type PurgeReport struct {
+	Records int64 `json:"records"` // task records
+	Steps   int64 `json:"steps"`   // their step records
+	Replays int64 `json:"replays"` // audit rows
+	Stats   int64 `json:"stats"`   // stats rows (one per minute and name)
+	// More: a batch was full, so more may be due; purge again.
+	More bool `json:"more"`
+}
+
+// Add sums o into r.
+func (r *PurgeReport) Add(o PurgeReport) {
+	r.Records += o.Records
+	r.Steps += o.Steps
+	r.Replays += o.Replays
+	r.Stats += o.Stats
+	r.More = o.More
+}
+
+// Check refuses a request no store should run (a zero retention would
+// purge every terminal record at once) and fills in the default limit. The
+// operator's floor (RETENTION_DAYS) is the configuration's.
+func (r PurgeRequest) Check() (PurgeRequest, error) {
+	if r.OlderThan <= 0 || r.StatsOlderThan < 0 || r.Limit < 0 {
+		return r, Final("invalid_request", fmt.Errorf("purge: older than %s, stats older than %s, limit %d: "+
+			"want a positive retention and a non-negative stats retention and limit", r.OlderThan, r.StatsOlderThan, r.Limit))
+	}
+	if r.Limit == 0 {
+		r.Limit = DefaultPurgeLimit
+	}
+	return r, nil
+}
+
+// Purgeable reports whether rec is a task record a purge may delete once it
+// is old enough: terminal, FAILED_FINAL or SUCCEEDED with no finish pending
+// (a pending finish still has work to do).
+func Purgeable(rec Record) bool {
+	return rec.ParentKey == "" && (rec.Status == StatusFailedFinal ||
+		rec.Status == StatusSucceeded && rec.Finish != FinishPending)
 }
 
 // Replay is one audited operator re-drive (table idempotency_replay).

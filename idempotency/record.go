@@ -95,6 +95,7 @@ type Record struct {
 	PayloadHash     string    `json:"payload_hash"`
 	LastErrorCode   string    `json:"last_error_code"`
 	LastError       string    `json:"last_error"`
+	TraceParent     string    `json:"traceparent,omitempty"` // the W3C trace context of the first delivery
 	// Finish follows a SUCCEEDED record's completion; while it is PENDING,
 	// LeaseOwner, LeaseTry and LeaseUntil belong to its holder.
 	Finish FinishState `json:"finish,omitempty"`
@@ -119,4 +120,5 @@ type Meta struct {
 	EventSource     string
 	EventID         string
 	InputRef        string
+	TraceParent     string // the delivery's W3C traceparent, version 00 (55 characters; MySQL holds no more)
 }

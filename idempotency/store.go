@@ -210,7 +210,7 @@ func NewRecord(req ClaimRequest, now time.Time) Record {
 	return Record{
 		Key: req.Key, TenantID: m.TenantID, TaskType: m.TaskType, Operation: m.Operation,
 		InputVersion: m.InputVersion, OriginRequestID: m.OriginRequestID, EventSource: m.EventSource,
-		EventID: m.EventID, InputRef: m.InputRef,
+		EventID: m.EventID, InputRef: m.InputRef, TraceParent: m.TraceParent,
 		PayloadHash: req.PayloadHash, Status: StatusRunning, Attempt: 1, Fence: 1,
 		LeaseOwner: req.Owner, LeaseTry: req.Try, LeaseUntil: now.Add(req.Lease), CreatedAt: now, UpdatedAt: now,
 	}

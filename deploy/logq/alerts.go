@@ -43,6 +43,7 @@ var Fields = []Field{
 	{"skipped", "long", "sweep: candidates left for the next run"},
 	{"deferred", "long", "sweep: candidates set aside (no input.json yet, or it could not be read)"},
 	{"oldest_age_s", "long", "sweep: age of the oldest candidate since its first claim, in seconds"},
+	{"trace_id", "text", "W3C trace id the line's work runs under: the task event's traceparent, else the invocation's, else a new one"},
 }
 
 // Unindexed are keys the lines carry that the index leaves to the full-text
@@ -64,6 +65,12 @@ var Unindexed = map[string]string{
 	"model":               "the startup line's model",
 	"salvage":             "on the claimed line: a lease past the attempt budget (see attempts exhausted)",
 	"reason":              "why the sweeper set a record aside, read with its line",
+	"purged_records":      "the daily purge line's count of task records deleted",
+	"purged_steps":        "the daily purge line's count of step records deleted",
+	"purged_replays":      "the daily purge line's count of audit rows deleted",
+	"purged_stats":        "the daily purge line's count of stats rows deleted",
+	"more":                "on the purge line: its budget ran out with more due",
+	"batches":             "on the purge line: how many batches it ran",
 }
 
 // Messages of the lines the alerts read (handler/pipeline.go, handler/ops.go,

@@ -164,7 +164,8 @@ func TestSamples(t *testing.T) {
 		t.Fatalf("no samples: %v", err)
 	}
 	// Samples that hold no task event, and what the parser makes of them.
-	notTasks := map[string]string{"malformed.json": event.TypeMalformedEvent, "timer-sweep.json": string(event.KindTimer)}
+	notTasks := map[string]string{"malformed.json": event.TypeMalformedEvent, "timer-sweep.json": string(event.KindTimer),
+		"timer-purge.json": string(event.KindTimer)}
 	checked, rejected := 0, 0
 	for _, f := range files {
 		name := filepath.Base(f)

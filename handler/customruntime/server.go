@@ -69,7 +69,7 @@ func Meta(h http.Header) handler.Meta {
 		Credentials: handler.Credentials{AccessKeyID: h.Get("x-fc-access-key-id"),
 			AccessKeySecret: h.Get("x-fc-access-key-secret"), SecurityToken: h.Get("x-fc-security-token")},
 		FunctionName: h.Get("x-fc-function-name"), Region: h.Get("x-fc-region"), AccountID: h.Get("x-fc-account-id"),
-		RetryCount: -1,
+		RetryCount: -1, TraceParent: h.Get("traceparent"),
 	}
 	if n, err := strconv.Atoi(h.Get("x-fc-retry-count")); err == nil {
 		m.RetryCount = n
@@ -106,6 +106,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 		s.Hooks.Secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)
 	}
 	ctx := logx.With(r.Context(), slog.String("request_id", meta.RequestID), slog.String("fc_request_id", meta.RequestID))
+	ctx = handler.TraceInvocation(ctx, meta, s.Log) // on every line, the platform's ones included
 	if dl, ok := Deadline(r.Header, time.Now()); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, dl)

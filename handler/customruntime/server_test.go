@@ -50,12 +50,13 @@ func TestMetaFromHeaders(t *testing.T) {
 	h := http.Header{}
 	for k, v := range map[string]string{"x-fc-request-id": "r1", "x-fc-access-key-id": "STS.id", "x-fc-access-key-secret": "sec",
 		"x-fc-security-token": "tok", "x-fc-function-name": "f", "x-fc-region": "cn-hangzhou", "x-fc-account-id": "123",
-		"x-fc-retry-count": "2"} {
+		"x-fc-retry-count": "2", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"} {
 		h.Set(k, v)
 	}
 	m := Meta(h)
 	want := handler.Meta{RequestID: "r1", Credentials: handler.Credentials{AccessKeyID: "STS.id", AccessKeySecret: "sec",
-		SecurityToken: "tok"}, FunctionName: "f", Region: "cn-hangzhou", AccountID: "123", RetryCount: 2}
+		SecurityToken: "tok"}, FunctionName: "f", Region: "cn-hangzhou", AccountID: "123", RetryCount: 2,
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	if m != want {
 		t.Fatalf("%+v", m)
 	}

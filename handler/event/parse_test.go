@@ -137,17 +137,24 @@ func TestParseSampleFiles(t *testing.T) {
 		}
 	})
 
-	t.Run("timer-sweep", func(t *testing.T) {
-		inv, err := Parse(readEvent(t, "timer-sweep.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := Timer{TriggerTime: time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC), TriggerName: "sweep", Payload: TimerPayloadSweep}
-		if inv.Kind != KindTimer || inv.Timer == nil || !inv.Timer.TriggerTime.Equal(want.TriggerTime) ||
-			inv.Timer.TriggerName != want.TriggerName || inv.Timer.Payload != want.Payload || len(inv.Tasks) != 0 {
-			t.Fatalf("invocation = %+v timer = %+v", inv, inv.Timer)
-		}
-	})
+	for _, c := range []struct {
+		file string
+		want Timer
+	}{
+		{"timer-sweep.json", Timer{TriggerTime: time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC), TriggerName: "sweep", Payload: TimerPayloadSweep}},
+		{"timer-purge.json", Timer{TriggerTime: time.Date(2026, 11, 30, 19, 0, 0, 0, time.UTC), TriggerName: "purge", Payload: TimerPayloadPurge}},
+	} {
+		t.Run(strings.TrimSuffix(c.file, ".json"), func(t *testing.T) {
+			inv, err := Parse(readEvent(t, c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inv.Kind != KindTimer || inv.Timer == nil || !inv.Timer.TriggerTime.Equal(c.want.TriggerTime) ||
+				inv.Timer.TriggerName != c.want.TriggerName || inv.Timer.Payload != c.want.Payload || len(inv.Tasks) != 0 {
+				t.Fatalf("invocation = %+v timer = %+v", inv, inv.Timer)
+			}
+		})
+	}
 
 	t.Run("fc-failure-destination", func(t *testing.T) {
 		inv, err := Parse(readEvent(t, "fc-failure-destination.json"))

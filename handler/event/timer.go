@@ -5,8 +5,12 @@ import (
 	"time"
 )
 
-// TimerPayloadSweep is the timer payload that runs the sweeper (docs/design.md §10).
-const TimerPayloadSweep = "sweep"
+// Timer payloads: "sweep" runs the sweeper (docs/design.md §10), "purge" the
+// retention's purge (docs/operations.md).
+const (
+	TimerPayloadSweep = "sweep"
+	TimerPayloadPurge = "purge"
+)
 
 // Timer is an FC timer-trigger event:
 //
@@ -15,7 +19,8 @@ type Timer struct {
 	TriggerTime time.Time
 	TriggerName string
 	// Payload is the trigger's configured payload; Parse accepts only
-	// TimerPayloadSweep, so a mistyped trigger fails loudly instead of doing nothing.
+	// TimerPayloadSweep and TimerPayloadPurge, so a mistyped trigger fails
+	// loudly instead of doing nothing.
 	Payload string
 }
 
@@ -36,8 +41,9 @@ func parseTimer(obj map[string]json.RawMessage) (*Timer, error) {
 	if present(obj, "payload") && json.Unmarshal(obj["payload"], &t.Payload) != nil {
 		return nil, newError(TypeInvalidRequest, "payload", "must be a string")
 	}
-	if t.Payload != TimerPayloadSweep {
-		return nil, newError(TypeUnsupportedEvent, "payload", "timer %q has payload %q; the only timer action is %q", t.TriggerName, t.Payload, TimerPayloadSweep)
+	if t.Payload != TimerPayloadSweep && t.Payload != TimerPayloadPurge {
+		return nil, newError(TypeUnsupportedEvent, "payload", "timer %q has payload %q; the timer actions are %q and %q",
+			t.TriggerName, t.Payload, TimerPayloadSweep, TimerPayloadPurge)
 	}
 	return &t, nil
 }

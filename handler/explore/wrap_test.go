@@ -123,6 +123,11 @@ func (s *storeW) Stats(ctx context.Context, since time.Time) (r []idempotency.St
 	return s.s.Stats(ctx, since)
 }
 
+// Purge passes through: the explorer's runs are shorter than any retention.
+func (s *storeW) Purge(ctx context.Context, r idempotency.PurgeRequest) (idempotency.PurgeReport, error) {
+	return s.s.Purge(ctx, r)
+}
+
 type fastW struct {
 	a *actor
 	f idempotency.FastLayer

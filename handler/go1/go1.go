@@ -34,6 +34,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/internal/logx"
+	"github.com/idemgate/idemgate/internal/trace"
 )
 
 // Handle is the shared invocation handler (handler.Pipeline.Handle).
@@ -168,7 +169,9 @@ func ReplyError(rep handler.Reply) error {
 // Meta maps the SDK's fccontext to handler.Meta. The SDK reports a missing
 // x-fc-retry-count as 0, so RetryCount is never -1 when the context is there;
 // without a context (not an FC invocation) everything is empty and
-// RetryCount is -1.
+// RetryCount is -1. fccontext (v0.3.1) carries no W3C traceparent, only
+// FC's Jaeger span context (Tracing.OpenTracingSpanContext, when tracing is
+// on): its trace and span become TraceParent, which the pipeline continues.
 func Meta(ctx context.Context) handler.Meta {
 	lc, ok := fccontext.FromContext(ctx)
 	if !ok {
@@ -185,7 +188,17 @@ func Meta(ctx context.Context) handler.Meta {
 		Region:       lc.Region,
 		AccountID:    lc.AccountId,
 		RetryCount:   lc.RetryCount,
+		TraceParent:  traceParent(lc.Tracing.OpenTracingSpanContext),
 	}
+}
+
+// traceParent is the W3C form of a Jaeger span context ("" when there is
+// none or it does not parse: the pipeline then starts a trace).
+func traceParent(jaeger string) string {
+	if c, err := trace.FromJaeger(jaeger); err == nil {
+		return c.String()
+	}
+	return ""
 }
 
 // Initializer returns the SDK initializer hook for init. The SDK's hooks

@@ -126,6 +126,14 @@ func TestMeta(t *testing.T) {
 			ctx:  fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: "r"}),
 			want: handler.Meta{RequestID: "r"}},
 		{name: "no fccontext", ctx: context.Background(), want: handler.Meta{RetryCount: -1}},
+		{name: "FC's Jaeger span context becomes the traceparent",
+			ctx: fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: "r",
+				Tracing: fccontext.Tracing{OpenTracingSpanContext: "124ed43254b54966:e0a1b2c3d4:0:1"}}),
+			want: handler.Meta{RequestID: "r", TraceParent: "00-0000000000000000124ed43254b54966-000000e0a1b2c3d4-01"}},
+		{name: "an unreadable span context is none",
+			ctx: fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: "r",
+				Tracing: fccontext.Tracing{OpenTracingSpanContext: "not-a-span"}}),
+			want: handler.Meta{RequestID: "r"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

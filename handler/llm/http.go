@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/internal/trace"
 	"github.com/idemgate/idemgate/internal/transport"
 )
 
@@ -123,6 +124,9 @@ func (c *HTTPClient) Complete(ctx context.Context, r Request) (Response, error) 
 	req.Header.Set("Idempotency-Key", r.Key)
 	if r.RequestID != "" {
 		req.Header.Set("X-Request-Id", r.RequestID)
+	}
+	if tc, ok := trace.FromContext(ctx); ok { // the invocation's trace (handler.TraceInvocation)
+		req.Header.Set(trace.Header, tc.String())
 	}
 
 	res, err := c.hc.Do(req)

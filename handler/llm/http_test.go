@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
+	"github.com/idemgate/idemgate/internal/trace"
 )
 
 // testKey is distinctive so that a leak is found by a plain substring search.
@@ -81,7 +82,8 @@ func TestCompleteSendsContract(t *testing.T) {
 	defer srv.Close()
 
 	c := newClient(t, srv.URL+"/compatible-mode/v1/", time.Second)
-	resp, err := c.Complete(context.Background(), okRequest())
+	tc, _ := trace.Parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	resp, err := c.Complete(trace.WithContext(context.Background(), tc), okRequest())
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
@@ -100,6 +102,7 @@ func TestCompleteSendsContract(t *testing.T) {
 		"Idempotency-Key": "biz-key-1",
 		"X-Request-Id":    "req-1",
 		"Content-Type":    "application/json",
+		"Traceparent":     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	} {
 		if g := got.Header.Get(h); g != v {
 			t.Errorf("header %s = %q, want %q", h, g, v)
@@ -137,6 +140,9 @@ func TestCompleteOmitsOptionalFields(t *testing.T) {
 	}
 	if _, ok := hdr.Load().(http.Header)["X-Request-Id"]; ok {
 		t.Error("X-Request-Id sent although RequestID is empty")
+	}
+	if _, ok := hdr.Load().(http.Header)["Traceparent"]; ok {
+		t.Error("traceparent sent although the context carries no trace")
 	}
 }
 

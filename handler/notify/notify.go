@@ -29,9 +29,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/idemgate/idemgate/internal/transport"
-
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/internal/trace"
+	"github.com/idemgate/idemgate/internal/transport"
 )
 
 // DefaultTimeout bounds one Post when Options.Timeout is not set.
@@ -148,6 +148,9 @@ func (c *Client) Post(ctx context.Context, rawURL, key, requestID string, body [
 	req.Header.Set("Idempotency-Key", key+KeySuffix)
 	if requestID != "" {
 		req.Header.Set("X-Request-Id", requestID)
+	}
+	if tc, ok := trace.FromContext(ctx); ok { // the invocation's trace (handler.TraceInvocation)
+		req.Header.Set(trace.Header, tc.String())
 	}
 	if c.secret != "" {
 		req.Header.Set(SignatureHeader, Sign(c.secret, time.Now(), body))

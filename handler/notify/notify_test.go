@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
+	"github.com/idemgate/idemgate/internal/trace"
 	"github.com/idemgate/idemgate/internal/transport"
 )
 
@@ -26,22 +27,31 @@ const secretPath = "/hooks/T0SECRET/B0SECRET?sig=S3CRET"
 
 func TestPostSendsContract(t *testing.T) {
 	type seen struct {
-		method, path, ctype, key, rid, body string
+		method, path, ctype, key, rid, traceparent, body string
 	}
 	got := make(chan seen, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		got <- seen{r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"), r.Header.Get("Idempotency-Key"), r.Header.Get("X-Request-Id"), string(b)}
+		got <- seen{r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"), r.Header.Get("Idempotency-Key"),
+			r.Header.Get("X-Request-Id"), r.Header.Get("traceparent"), string(b)}
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer srv.Close()
 
-	if err := loopbackClient(t, srv.URL, time.Second).Post(context.Background(), srv.URL+"/hook?a=1", "K1", "req-7", []byte(outcome)); err != nil {
-		t.Fatalf("Post: %v", err)
-	}
-	want := seen{"POST", "/hook?a=1", "application/json", "K1:notify", "req-7", outcome}
-	if g := <-got; g != want {
-		t.Errorf("receiver saw %+v, want %+v", g, want)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	tc, _ := trace.Parse(tp)
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		tp   string
+	}{{"traced", trace.WithContext(context.Background(), tc), tp}, {"no trace", context.Background(), ""}} {
+		if err := loopbackClient(t, srv.URL, time.Second).Post(c.ctx, srv.URL+"/hook?a=1", "K1", "req-7", []byte(outcome)); err != nil {
+			t.Fatalf("%s: Post: %v", c.name, err)
+		}
+		want := seen{"POST", "/hook?a=1", "application/json", "K1:notify", "req-7", c.tp, outcome}
+		if g := <-got; g != want {
+			t.Errorf("%s: receiver saw %+v, want %+v", c.name, g, want)
+		}
 	}
 }
 

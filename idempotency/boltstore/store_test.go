@@ -77,3 +77,7 @@ func TestSecondOpenerGetsClearError(t *testing.T) {
 func TestMaintenanceEmbedded(t *testing.T) {
 	idemtest.RunMaintenance(t, open(t, t.TempDir()))
 }
+
+func TestPurgeEmbedded(t *testing.T) {
+	idemtest.RunPurge(t, open(t, t.TempDir()))
+}

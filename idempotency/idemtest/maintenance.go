@@ -209,6 +209,7 @@ func RunMaintenance(t *testing.T, s Maintainable) {
 			t.Fatalf("the reopened finish is not claimable at once: %s %v", res.Decision, err)
 		}
 	})
+	t.Run("TraceParentOfTheFirstDelivery", func(t *testing.T) { traceFirst(t, s) })
 	t.Run("Stats", func(t *testing.T) {
 		m := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
 		rows := []idempotency.StatRow{{Minute: m, Name: "first", Count: 2}, {Minute: m, Name: "fast_reject", Count: 1}}
@@ -231,4 +232,173 @@ func RunMaintenance(t *testing.T, s Maintainable) {
 			t.Fatalf("stats %v", got)
 		}
 	})
+}
+
+// traceFirst: a takeover keeps the traceparent of the first delivery.
+func traceFirst(t *testing.T, s Maintainable) {
+	ctx := context.Background()
+	k := NewKey()
+	first, second := req(k, "t1"), req(k, "t2")
+	first.Meta.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	second.Meta.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, r := range []*idempotency.ClaimRequest{&first, &second} {
+		r.Lease, r.MaxAttempts = time.Minute, 3
+	}
+	res, err := s.Claim(ctx, first)
+	if err != nil || res.Decision != idempotency.DecisionFirst {
+		t.Fatalf("first claim: %s %v", res.Decision, err)
+	}
+	if err := s.Fail(ctx, k, res.Record.Fence, idempotency.Failure{Code: "timeout", Message: "slow"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Claim(ctx, second); err != nil || res.Decision != idempotency.DecisionTakeover {
+		t.Fatalf("second claim: %s %v", res.Decision, err)
+	}
+	if rec, err := s.Get(ctx, k); err != nil || rec.TraceParent != first.Meta.TraceParent {
+		t.Fatalf("traceparent %q (%v), want the first delivery's %q", rec.TraceParent, err, first.Meta.TraceParent)
+	}
+}
+
+// purgeAge is the retention RunPurge purges with: records are made, then
+// left to age past it.
+const purgeAge = 2 * time.Second
+
+// RunPurge checks Purge on an empty store, where its counts are exact:
+// terminal records older than the retention go with their steps and their
+// audit rows as old, in batches of the limit; non-terminal and younger
+// records stay, and an audit row younger than its purged record outlives
+// it until it is as old; stats rows go by their own retention; a duplicate
+// of a purged key is claimed FIRST again.
+func RunPurge(t *testing.T, s Maintainable) {
+	ctx := context.Background()
+	e := idempotency.New(s, idempotency.WithLogger(testLogger(t)), idempotency.WithMaxAttempts(1))
+	e3 := idempotency.New(s, idempotency.WithLogger(testLogger(t)), idempotency.WithMaxAttempts(3))
+	succeeded := func(k string, step bool) {
+		t.Helper()
+		_, l := claim(t, e, req(k, "w-"+k[:6]))
+		if step {
+			if _, err := l.Step(ctx, "generate", func(context.Context) (string, error) { return "out", nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Complete(ctx, "ref"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failedFinal := func(k string) {
+		t.Helper()
+		_, _ = e.Do(ctx, req(k, "w-"+k[:6]), func(context.Context, *idempotency.Lease) (string, error) {
+			return "", idempotency.Final("policy_rejected", errors.New("no"))
+		})
+	}
+	audit := func(k, why string) {
+		t.Helper()
+		if _, _, err := s.Reset(ctx, k, idempotency.Replay{Reason: why, Operator: "op", Source: "key"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Old: two purgeable records (one with a checkpoint and an audit row), an
+	// audit row of a key without a record, and records that must stay.
+	done, failed, orphan := NewKey(), NewKey(), NewKey()
+	succeeded(done, true)
+	audit(done, "old") // a SUCCEEDED record is left as it is: an audit row alone
+	failedFinal(failed)
+	audit(orphan, "dead letter of a delivery that never reached the store")
+	pending := NewKey() // completed, its finish still pending
+	r := req(pending, "p")
+	r.FinishAfter = true
+	_, lp := claim(t, e, r)
+	if err := lp.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	retrying := NewKey()
+	_, lr := claim(t, e3, req(retrying, "r"))
+	if st, err := lr.Fail(ctx, idempotency.Retryable("timeout", errors.New("slow"))); err != nil || st != idempotency.StatusFailedRetryable {
+		t.Fatalf("retrying: %s %v", st, err)
+	}
+	running := NewKey()
+	claim(t, e, req(running, "live"))
+	now := time.Now().UTC().Truncate(time.Minute)
+	if err := s.AddStats(ctx, []idempotency.StatRow{{Minute: now.Add(-72 * time.Hour), Name: "first", Count: 1},
+		{Minute: now.Add(-72 * time.Hour), Name: "fast_reject", Count: 1}, {Minute: now.Add(-10 * time.Minute), Name: "first", Count: 1},
+		{Minute: now.Add(-time.Minute), Name: "first", Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(purgeAge + 300*time.Millisecond)
+
+	youngAt := time.Now()
+	youngDone, youngFailed := NewKey(), NewKey()
+	succeeded(youngDone, false)
+	failedFinal(youngFailed)
+	audit(done, "young") // younger than the retention: it outlives its record
+	total := purgeAll(t, s, idempotency.PurgeRequest{OlderThan: purgeAge, StatsOlderThan: 5 * time.Minute, Limit: 1})
+	if time.Since(youngAt) >= purgeAge {
+		t.Fatalf("this machine took %s to make and purge two records: the young ones aged past the retention", time.Since(youngAt))
+	}
+	// (Steps counts the step records of earlier versions; steps are
+	// checkpoints on the record now.)
+	want(t, "records purged", total, idempotency.PurgeReport{Records: 2, Replays: 2, Stats: 3})
+	for _, k := range []string{done, failed} {
+		if _, err := s.Get(ctx, k); !errors.Is(err, idempotency.ErrNotFound) {
+			t.Errorf("%s… was not purged: %v", k[:8], err)
+		}
+	}
+	stays := map[string]idempotency.Status{pending: idempotency.StatusSucceeded, retrying: idempotency.StatusFailedRetryable,
+		running: idempotency.StatusRunning, youngDone: idempotency.StatusSucceeded, youngFailed: idempotency.StatusFailedFinal}
+	for k, st := range stays {
+		if got, err := s.Get(ctx, k); err != nil || got.Status != st {
+			t.Errorf("%s… (%s) did not stay: %s %v", k[:8], st, got.Status, err)
+		}
+	}
+	if rps, err := s.Replays(ctx, done); err != nil || len(rps) != 1 || rps[0].Reason != "young" {
+		t.Errorf("audit rows of the purged record: %+v %v; want only the young one", rps, err)
+	}
+	if rps, _ := s.Replays(ctx, orphan); len(rps) != 0 {
+		t.Errorf("old audit row without a record stayed: %+v", rps)
+	}
+	if rows, err := s.Stats(ctx, now.Add(-96*time.Hour)); err != nil || len(rows) != 1 || !rows[0].Minute.Equal(now.Add(-time.Minute)) {
+		t.Errorf("stats after the purge: %+v %v; want the last minute's row alone", rows, err)
+	}
+
+	// The dedup window of the purged key has ended: a duplicate is a new action.
+	if res, l := claim(t, e, req(failed, "late")); res.Decision != idempotency.DecisionFirst || l == nil || l.Attempt != 1 {
+		t.Fatalf("duplicate of a purged key: %s", res.Decision)
+	}
+	// Once as old, the young records and the audit row that outlived its
+	// record go too; the re-claimed key, running, stays.
+	time.Sleep(purgeAge)
+	total = purgeAll(t, s, idempotency.PurgeRequest{OlderThan: purgeAge, Limit: 1})
+	want(t, "second purge", total, idempotency.PurgeReport{Records: 2, Replays: 1})
+	if rps, _ := s.Replays(ctx, done); len(rps) != 0 {
+		t.Errorf("the audit row outlived its record past the retention: %+v", rps)
+	}
+	if got, err := s.Get(ctx, failed); err != nil || got.Status != idempotency.StatusRunning {
+		t.Errorf("the re-claimed key: %s %v", got.Status, err)
+	}
+	if _, err := s.Purge(ctx, idempotency.PurgeRequest{}); err == nil {
+		t.Error("a purge without a retention ran")
+	}
+}
+
+// purgeAll purges until a batch says nothing more is due; no batch may
+// delete more records than the limit.
+func purgeAll(t *testing.T, s Maintainable, r idempotency.PurgeRequest) idempotency.PurgeReport {
+	t.Helper()
+	var total idempotency.PurgeReport
+	for i := 0; ; i++ {
+		rep, err := s.Purge(context.Background(), r)
+		if err != nil {
+			t.Fatalf("purge: %v", err)
+		}
+		if rep.Records > int64(r.Limit) || rep.Stats > int64(r.Limit) {
+			t.Fatalf("a batch of limit %d deleted %+v", r.Limit, rep)
+		}
+		total.Add(rep)
+		if !rep.More {
+			return total
+		}
+		if i > 20 {
+			t.Fatalf("purge is never done: %+v", total)
+		}
+	}
 }

@@ -94,7 +94,7 @@ func (s *Store) Ping(ctx context.Context) error { return mapErr(s.db.PingContext
 
 const columns = `request_id, tenant_id, task_type, operation, input_version, origin_request_id, event_source,
  event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until, result_ref, input_ref, payload_hash,
- last_error_code, last_error, finish, steps, sweep_after, created_at, updated_at`
+ last_error_code, last_error, finish, steps, sweep_after, traceparent, created_at, updated_at`
 
 func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record, error) {
 	var r idempotency.Record
@@ -104,7 +104,7 @@ func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record
 	dest := []any{&r.Key, &r.TenantID, &r.TaskType, &r.Operation, &r.InputVersion, &r.OriginRequestID,
 		&r.EventSource, &r.EventID, &r.ParentKey, &r.Op, &st, &r.Attempt, &r.Fence, &r.LeaseOwner, &r.LeaseTry, &lease,
 		&r.ResultRef, &r.InputRef, &r.PayloadHash, &r.LastErrorCode, &r.LastError, &finish, &steps, &sweep,
-		&r.CreatedAt, &r.UpdatedAt}
+		&r.TraceParent, &r.CreatedAt, &r.UpdatedAt}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, idempotency.ErrNotFound
@@ -133,8 +133,8 @@ func (s *Store) Get(ctx context.Context, key string) (idempotency.Record, error)
 
 const insertSQL = `INSERT INTO idempotency_record (request_id, tenant_id, task_type, operation, input_version,
  origin_request_id, event_source, event_id, status, attempt, fence, lease_owner, lease_try, lease_until,
- input_ref, payload_hash, created_at, updated_at)
- VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', 1, 1, ?, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, NOW(3), NOW(3))`
+ input_ref, payload_hash, traceparent, created_at, updated_at)
+ VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', 1, 1, ?, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, ?, NOW(3), NOW(3))`
 
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -144,7 +144,7 @@ func insert(ctx context.Context, db execer, req idempotency.ClaimRequest) error 
 	m := req.Meta
 	_, err := db.ExecContext(ctx, insertSQL, req.Key, m.TenantID, m.TaskType, m.Operation, m.InputVersion,
 		m.OriginRequestID, m.EventSource, m.EventID, req.Owner, req.Try, req.Lease.Microseconds(),
-		m.InputRef, req.PayloadHash)
+		m.InputRef, req.PayloadHash, m.TraceParent)
 	return mapErr(err)
 }
 

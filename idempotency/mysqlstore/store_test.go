@@ -34,3 +34,7 @@ func TestConformanceRedisMySQL(t *testing.T) {
 func TestMaintenanceMySQL(t *testing.T) {
 	idemtest.RunMaintenance(t, testenv.FreshMySQLStore(t))
 }
+
+func TestPurgeMySQL(t *testing.T) {
+	idemtest.RunPurge(t, testenv.FreshMySQLStore(t))
+}

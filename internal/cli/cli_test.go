@@ -151,6 +151,9 @@ func TestUsageErrors(t *testing.T) {
 		{"replay of a missing file", nil, []string{"replay", "--dlq", "no-such-dlq.json", "--reason", "r", "--operator", "o"}, "replay", "no-such-dlq.json: file not found"},
 		{"migrate without MYSQL_DSN", nil, []string{"migrate"}, "migrate", "MYSQL_DSN is not set"},
 		{"bad configuration", []string{"LEASE_SECONDS=0"}, []string{"stats"}, "configuration", "LEASE_SECONDS: want a whole number"},
+		{"retention under the floor", []string{"RETENTION_DAYS=7"}, []string{"purge"}, "configuration", "RETENTION_DAYS: want a whole number from 8"},
+		{"purge of a day", nil, []string{"purge", "--older-than", "24h"}, "purge", "--older-than: want from 8d (FC may redeliver an event for up to 7 days)"},
+		{"purge without a limit", nil, []string{"purge", "--limit", "0"}, "purge", "--limit and --budget must be positive"},
 		{"configuration a client refuses", []string{"LLM_MODEL=qwen-plus", "LLM_API_KEY=k", "LLM_BASE_URL=https://127.0.0.1:1/v1?x=1"}, []string{"stats"}, "invalid_config", "LLM_BASE_URL must not have a query"},
 	}
 	for _, tc := range tests {

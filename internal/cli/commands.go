@@ -13,17 +13,23 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/config"
 )
 
 // commands are the operator's subcommands, in the order the usage lists them.
 var commands = []command{
 	{"invoke", "--event FILE [--request-id ID]", "run one event in-process and print the outcome JSON", envPipeline, setupInvoke},
 	{"migrate", "[--create-database]", "apply the MySQL schema (MYSQL_DSN); idempotent", []string{"MYSQL_DSN"}, setupMigrate},
-	{"inspect", "--key K", "print the record of K, its steps, replays and objects (no secrets)", join(envStore, envResults), setupInspect},
+	{"inspect", "--key K", "print the record of K, its steps, replays, objects and when its dedup window ends (no secrets)",
+		join(envStore, envResults, envRetention), setupInspect},
 	{"replay", "--key K | --dlq FILE, --reason R --operator O", "re-drive a task with its original key (audited)", envPipeline, setupReplay},
 	{"sweep", "[--limit N] [--budget D] [--grace D]", "re-drive stuck tasks once (what the timer trigger runs)", envPipeline, setupSweep},
 	{"stats", "[--since D] [--json]", "decisions and the duplicate rate per minute", envStore, setupStats},
+	{"purge", "[--older-than D] [--limit N] [--budget D]",
+		"delete finished records older than the retention, with their steps, audit rows and old stats (what the daily timer runs)",
+		join(envStore, envRetention), setupPurge},
 }
 
 func setupInvoke(flags *flag.FlagSet) action {
@@ -200,4 +206,31 @@ func loadEvent(file string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: file not found", file)
 	}
 	return b, err
+}
+
+func setupPurge(flags *flag.FlagSet) action {
+	olderThan := flags.String("older-than", "", "retention of finished records, such as 720h or 30d, at least 8d (default RETENTION_DAYS)")
+	limit := flags.Int("limit", idempotency.DefaultPurgeLimit, "records per batch (one short transaction each)")
+	budget := flags.Duration("budget", 10*time.Minute, "wall time; the report says more when it ran out first")
+	return func(ctx context.Context, r *run) int {
+		var age time.Duration
+		if *olderThan != "" {
+			var err error
+			if age, err = config.ParseRetention("--older-than", *olderThan); err != nil {
+				return r.badUsage("%v", err)
+			}
+		}
+		if *limit < 1 || *budget <= 0 {
+			return r.badUsage("--limit and --budget must be positive")
+		}
+		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			rep, err := a.Pipeline.Purge(ctx, handler.PurgeOptions{OlderThan: age, Limit: *limit, Budget: *budget})
+			if err != nil {
+				return r.fail(err, a.Redactor.Redact)
+			}
+			out, _ := json.MarshalIndent(rep, "", "  ")
+			fmt.Fprintln(r.stdout, string(out))
+			return ExitOK
+		})
+	}
 }

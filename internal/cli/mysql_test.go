@@ -57,6 +57,7 @@ func TestBeforeMigrate(t *testing.T) {
 		{"replay", "--key", key, "--reason", "r", "--operator", "o"},
 		{"sweep"},
 		{"stats"},
+		{"purge"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			stdout, stderr, code := cli(args...)

@@ -47,6 +47,10 @@ type Config struct {
 	Disabled bool
 	// Env is IDEMGATE_ENV; "production" refuses IDEMPOTENCY_DISABLED.
 	Env string
+	// Retention: how long a terminal record stays after its last change
+	// (RETENTION_DAYS): the dedup window. StatsRetention: how long stats
+	// minutes stay (STATS_RETENTION_DAYS).
+	Retention, StatsRetention time.Duration
 }
 
 // Variables lists every variable Load reads, for the deploy-file consistency
@@ -57,6 +61,7 @@ var Variables = []string{
 	"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS",
 	"DEDUP_TTL_SECONDS", "LEASE_SECONDS", "MAX_ATTEMPTS", "FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT",
 	"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "KEY_FALLBACK", "IDEMPOTENCY_DISABLED", "IDEMGATE_ENV",
+	"RETENTION_DAYS", "STATS_RETENTION_DAYS",
 }
 
 // Defaults.
@@ -68,7 +73,50 @@ const (
 	// characters, e.g. `openssl rand -hex 32` (64), so the HMAC key is not
 	// guessable offline from one signed body.
 	MinSigningSecret = 32
+	// DefaultRetentionDays is RETENTION_DAYS unset: a month, as long as the
+	// results bucket keeps inputs and attempt outputs by default.
+	DefaultRetentionDays = 30
+	// MinRetentionDays is the shortest retention: FC retries an
+	// asynchronous invocation while the event is younger than the
+	// function's maximum event age (a day in the deploy files, at most 7
+	// days: maxAsyncEventAgeInSeconds ≤ 604800), EventBridge for a day, and
+	// a record purged while they go on would run its task again. 8 days
+	// cover the longest FC allows, with a day's margin, whatever the
+	// function's asynchronous configuration. It is 2304 times the longest
+	// DEDUP_TTL_SECONDS (300 s): a fast-layer entry outlives the purge of
+	// its record by those seconds at most.
+	MinRetentionDays = 8
+	// DefaultStatsRetentionDays is STATS_RETENTION_DAYS unset.
+	DefaultStatsRetentionDays = 30
+	maxDays                   = 3650
 )
+
+// MinRetention is MinRetentionDays as a duration.
+const MinRetention = MinRetentionDays * 24 * time.Hour
+
+// ParseRetention reads a retention given on a command line: a Go duration
+// (720h) or whole days (30d), at least MinRetention; name is the flag or
+// variable the error names.
+func ParseRetention(name, v string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(strings.TrimSpace(v), "d"); ok {
+		var n int
+		if n, err = strconv.Atoi(days); err == nil {
+			d = time.Duration(n) * 24 * time.Hour
+		}
+	} else {
+		d, err = time.ParseDuration(strings.TrimSpace(v))
+	}
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s: want a duration such as 720h or 30d, got %q", name, v)
+	case d < MinRetention || d > maxDays*24*time.Hour:
+		return 0, fmt.Errorf("%s: want from %dd (FC may redeliver an event for up to 7 days) to %dd, got %q",
+			name, MinRetentionDays, maxDays, v)
+	}
+	return d, nil
+}
 
 // Load reads the configuration through getenv (os.Getenv in main).
 func Load(getenv func(string) string) (Config, error) {
@@ -131,6 +179,8 @@ func Load(getenv func(string) string) (Config, error) {
 	c.DedupTTL = time.Duration(num("DEDUP_TTL_SECONDS", 300, 1, 300)) * time.Second
 	c.Lease = time.Duration(num("LEASE_SECONDS", 60, 1, 86400)) * time.Second
 	c.MaxAttempts = num("MAX_ATTEMPTS", 3, 1, 100)
+	c.Retention = time.Duration(num("RETENTION_DAYS", DefaultRetentionDays, MinRetentionDays, maxDays)) * 24 * time.Hour
+	c.StatsRetention = time.Duration(num("STATS_RETENTION_DAYS", DefaultStatsRetentionDays, 1, maxDays)) * 24 * time.Hour
 	c.ListenPort = num("FC_CUSTOM_LISTEN_PORT", 0, 1, 65535)
 	if c.ListenPort == 0 {
 		c.ListenPort = num("FC_SERVER_PORT", 9000, 1, 65535)

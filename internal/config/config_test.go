@@ -82,6 +82,20 @@ func TestLoad(t *testing.T) {
 			}},
 		{name: "bad allow-list entry", env: map[string]string{"NOTIFY_ALLOWED_HOSTS": "hooks.example.com/path"}, wantErr: "NOTIFY_ALLOWED_HOSTS: entry 1"},
 		{name: "short signing secret", env: map[string]string{"NOTIFY_SIGNING_SECRET": "short-secret"}, wantErr: "NOTIFY_SIGNING_SECRET"},
+		{name: "retention defaults", env: nil, check: func(t *testing.T, c Config) {
+			if c.Retention != 30*24*time.Hour || c.StatsRetention != 30*24*time.Hour {
+				t.Fatalf("retention %s, stats %s", c.Retention, c.StatsRetention)
+			}
+		}},
+		{name: "retention set", env: map[string]string{"RETENTION_DAYS": "8", "STATS_RETENTION_DAYS": "1"},
+			check: func(t *testing.T, c Config) {
+				if c.Retention != 8*24*time.Hour || c.StatsRetention != 24*time.Hour {
+					t.Fatalf("retention %s, stats %s", c.Retention, c.StatsRetention)
+				}
+			}},
+		{name: "retention under the floor", env: map[string]string{"RETENTION_DAYS": "7"}, wantErr: "RETENTION_DAYS: want a whole number from 8"},
+		{name: "retention in hours", env: map[string]string{"RETENTION_DAYS": "720h"}, wantErr: "RETENTION_DAYS"},
+		{name: "stats retention zero", env: map[string]string{"STATS_RETENTION_DAYS": "0"}, wantErr: "STATS_RETENTION_DAYS"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,5 +120,38 @@ func TestLoadNeverEchoesSecrets(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "hunter3") ||
 		!strings.Contains(err.Error(), "NOTIFY_SIGNING_SECRET") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestParseRetention(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		want     time.Duration
+		wantErr  string
+	}{
+		{"hours", "720h", 30 * 24 * time.Hour, ""},
+		{"days", "30d", 30 * 24 * time.Hour, ""},
+		{"the floor", "8d", MinRetention, ""},
+		{"mixed duration", "192h30m", 192*time.Hour + 30*time.Minute, ""},
+		{"under the floor", "191h", 0, "--older-than: want from 8d"},
+		{"seven days", "7d", 0, "--older-than: want from 8d (FC may redeliver an event for up to 7 days)"},
+		{"negative days", "-30d", 0, "--older-than: want from 8d"},
+		{"past the ceiling", "3651d", 0, "to 3650d"},
+		{"not a duration", "a month", 0, `--older-than: want a duration such as 720h or 30d, got "a month"`},
+		{"fractional days", "1.5d", 0, "want a duration"},
+		{"empty", "", 0, "want a duration"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ParseRetention("--older-than", c.in)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("ParseRetention(%q) = %s, %v; want an error with %q", c.in, got, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("ParseRetention(%q) = %s, %v; want %s", c.in, got, err, c.want)
+			}
+		})
 	}
 }

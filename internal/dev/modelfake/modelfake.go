@@ -35,6 +35,7 @@ type Fake struct {
 	mu      sync.Mutex
 	keys    []string
 	calls   map[string]int
+	traces  map[string][]string
 	total   atomic.Int64
 	failed  atomic.Int64
 	behave  atomic.Pointer[Behaviour]
@@ -44,7 +45,7 @@ type Fake struct {
 // Start serves the fake until Close; every call answers at once with 200
 // until Set says otherwise.
 func Start() *Fake {
-	f := &Fake{calls: map[string]int{}, keys: []string{APIKey}, Arrived: make(chan int64, 1000)}
+	f := &Fake{calls: map[string]int{}, traces: map[string][]string{}, keys: []string{APIKey}, Arrived: make(chan int64, 1000)}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	f.URL = f.srv.URL + "/v1"
 	return f
@@ -89,6 +90,14 @@ func (f *Fake) Calls(key string) int {
 	return f.calls[key]
 }
 
+// TraceParents are the traceparent headers of the calls under key, in
+// arrival order ("" for a call without one).
+func (f *Fake) TraceParents(key string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.traces[key]...)
+}
+
 // Snapshot is the number of calls per key.
 func (f *Fake) Snapshot() map[string]int {
 	f.mu.Lock()
@@ -120,6 +129,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	f.mu.Lock()
 	f.calls[key]++
+	f.traces[key] = append(f.traces[key], r.Header.Get("traceparent"))
 	f.mu.Unlock()
 	n := f.total.Add(1)
 	select {

@@ -1,0 +1,119 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+)
+
+// Retention is how long the purge keeps what it deletes (internal/config:
+// RETENTION_DAYS, STATS_RETENTION_DAYS).
+type Retention struct {
+	// Records: a terminal record stays this long after its last change. It
+	// is the dedup window: a duplicate of a purged key runs again.
+	Records time.Duration
+	Stats   time.Duration // stats minutes
+}
+
+// PurgeOptions bound one purge; zero values take the pipeline's Retention
+// and the defaults.
+type PurgeOptions struct {
+	OlderThan, StatsOlderThan time.Duration
+	Limit                     int           // rows of each kind per batch (idempotency.DefaultPurgeLimit)
+	Budget                    time.Duration // wall time (default 90 s, inside the function's 120 s)
+}
+
+// PurgeReport is the purge's answer (the purge timer's outcome, main purge's
+// output): the counts of every batch, and more when the budget ran out
+// before the purge did.
+type PurgeReport struct {
+	idempotency.PurgeReport
+	Batches        int    `json:"batches"`
+	OlderThan      string `json:"older_than"`
+	StatsOlderThan string `json:"stats_older_than"`
+}
+
+// Purge deletes what outlived the retention, batch after batch (see
+// idempotency.Maintainer.Purge), until nothing more is due or the budget or
+// ctx ends. Traffic, the sweeper and another purge may run meanwhile.
+func (p *Pipeline) Purge(ctx context.Context, o PurgeOptions) (PurgeReport, error) {
+	if p.Maint == nil {
+		return PurgeReport{}, idempotency.Final("unsupported", errors.New("the store has no maintenance operations"))
+	}
+	if o.OlderThan <= 0 {
+		o.OlderThan = p.Retention.Records
+	}
+	if o.StatsOlderThan <= 0 {
+		o.StatsOlderThan = p.Retention.Stats
+	}
+	if o.OlderThan <= 0 {
+		return PurgeReport{}, idempotency.Final("invalid_request", errors.New("purge: no retention configured"))
+	}
+	if o.Budget <= 0 {
+		o.Budget = 90 * time.Second
+	}
+	end := time.Now().Add(o.Budget)
+	rep := PurgeReport{OlderThan: o.OlderThan.String(), StatsOlderThan: o.StatsOlderThan.String()}
+	for {
+		b, err := p.Maint.Purge(ctx, idempotency.PurgeRequest{OlderThan: o.OlderThan, StatsOlderThan: o.StatsOlderThan,
+			Limit: o.Limit})
+		rep.Add(b)
+		rep.Batches++
+		if err != nil {
+			p.logPurge(ctx, rep, err)
+			return rep, fmt.Errorf("purge: %w", err)
+		}
+		if !b.More || ctx.Err() != nil || time.Now().After(end) {
+			break
+		}
+	}
+	p.logPurge(ctx, rep, nil)
+	return rep, nil
+}
+
+func (p *Pipeline) logPurge(ctx context.Context, rep PurgeReport, err error) {
+	attrs := []any{"purged_records", rep.Records, "purged_steps", rep.Steps, "purged_replays", rep.Replays,
+		"purged_stats", rep.Stats, "more", rep.More, "batches", rep.Batches}
+	if err != nil {
+		p.Log.WarnContext(ctx, "purge failed", append(attrs, "error", err.Error())...)
+		return
+	}
+	p.Log.InfoContext(ctx, "purge done", attrs...)
+}
+
+// purgeTimer answers the daily timer with payload "purge".
+func (p *Pipeline) purgeTimer(ctx context.Context) Reply {
+	rep, err := p.Purge(ctx, PurgeOptions{Budget: budgetWithin(ctx, 90*time.Second)})
+	if err != nil {
+		o := failure(Outcome{}, err)
+		return reply(o, true, o.ErrorType)
+	}
+	return reply(rep, false, "")
+}
+
+// budgetWithin is d, or less so that the work ends 10 s before ctx's
+// deadline (the invocation still has to answer).
+func budgetWithin(ctx context.Context, d time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)-10*time.Second)
+	}
+	return max(d, time.Second)
+}
+
+// DedupWindowOpen is DedupWindowEnds of a record no purge may delete yet.
+const DedupWindowOpen = "open"
+
+// DedupWindowEnds says when a purge may delete rec, which ends its dedup
+// window (a duplicate then runs again): its last change plus the retention
+// for a record a purge may take (idempotency.Purgeable), RFC 3339 in UTC;
+// DedupWindowOpen while it is not one (running, retrying, a finish
+// pending: any change starts the count again).
+func DedupWindowEnds(rec idempotency.Record, retention time.Duration) string {
+	if !idempotency.Purgeable(rec) {
+		return DedupWindowOpen
+	}
+	return rec.UpdatedAt.Add(retention).UTC().Format(time.RFC3339)
+}
