@@ -158,4 +158,3 @@ func deleteKeys(b *bolt.Bucket, keys [][]byte) (int64, error) {
 	}
 	return int64(len(keys)), nil
 }
-

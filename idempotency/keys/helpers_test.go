@@ -19,11 +19,11 @@ func TestHelpersGolden(t *testing.T) {
 	}
 	var cases []struct {
 		Name, Helper, Action, Model, Fingerprint, Key string
-		Doc                                        json.RawMessage
-		Paths                                      []string
-		Time                                       time.Time
-		Seconds                                    int
-		Messages                                   any
+		Doc                                           json.RawMessage
+		Paths                                         []string
+		Time                                          time.Time
+		Seconds                                       int
+		Messages                                      any
 	}
 	if err := json.Unmarshal(raw, &cases); err != nil {
 		t.Fatal(err)

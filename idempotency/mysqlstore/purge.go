@@ -301,4 +301,3 @@ func (s *Store) txRetry(ctx context.Context, fn func(*sql.Tx) error) error {
 func marks(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
-
