@@ -209,15 +209,16 @@ func TestObservabilityChecksCatchMutations(t *testing.T) {
 	}
 }
 
-// The README's duplicate-rate query is logq.DuplicateRate, the definition
-// `main stats` shares (handler.DuplicateDecisions).
-func TestReadmeDuplicateRateQuery(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+// The operators' duplicate-rate query (docs/operations.md, Stats) is
+// logq.DuplicateRate, the definition `main stats` shares
+// (handler.DuplicateDecisions).
+func TestDuplicateRateQueryDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "```sql\n"+logq.DuplicateRate.SQL()+"\n```") {
-		t.Fatalf("README.md does not show the duplicate-rate query of deploy/logq; paste it:\n%s", logq.DuplicateRate.SQL())
+	if !strings.Contains(string(doc), "```sql\n"+logq.DuplicateRate.SQL()+"\n```") {
+		t.Fatalf("docs/operations.md does not show the duplicate-rate query of deploy/logq; paste it:\n%s", logq.DuplicateRate.SQL())
 	}
 }
 
