@@ -1,0 +1,197 @@
+package handler_test
+
+// Adversarial review of the recovery paths: each test reproduces a way work
+// can still be lost, stalled or misrouted on main. They fail on main.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/handler/llm"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/jcs"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
+	"github.com/idemgate/idemgate/ossresult"
+)
+
+// downNotifier is a receiver that is down (503) for as long as the test runs.
+type downNotifier struct{ posts atomic.Int32 }
+
+func (n *downNotifier) Post(context.Context, string, string, string, []byte) error {
+	n.posts.Add(1)
+	return idempotency.Retryable("temporary_unavailable", errors.New("503"))
+}
+
+// A receiver that is down makes every finish of its tasks fail retryably.
+// Each failure releases the finish without moving the record back, so the
+// records, ordered by their (old) completion time, stay at the head of
+// the sweeper's queue for as long as the receiver is down: with `limit` of
+// them, no other task is ever re-driven.
+func TestReviewFailingFinishesHoldTheSweeperHead(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		m := &model{fn: func(_ context.Context, _ int32, r llm.Request) (llm.Response, error) {
+			if r.Key == "" {
+				return llm.Response{}, errors.New("no key")
+			}
+			return llm.Response{Text: "summary"}, nil
+		}}
+		rg := newRigOn(t, store, dir, m)
+		n := &downNotifier{}
+		rg.p.Notify = n
+		for i := range 2 {
+			body := taskBody(fmt.Sprintf("ev-n%d", i), summarizeData(fmt.Sprintf("notify %d", i)), "https://hook.test/down")
+			o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: fmt.Sprintf("n%d", i)}))
+			if o.Status != "SUCCEEDED" || o.ErrorType != "temporary_unavailable" {
+				t.Fatalf("n%d: %+v", i, o)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		// A task that failed retryably after the two completed: the
+		// sweeper's job.
+		fails := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) {
+			return llm.Response{}, idempotency.Retryable("rate_limited", errors.New("429"))
+		}}
+		rg.p.Model = fails
+		y := summarizeData("waits for the sweeper")
+		if o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-y", y, ""), handler.Meta{RequestID: "y"})); o.Status != "FAILED_RETRYABLE" {
+			t.Fatalf("y: %+v", o)
+		}
+		rg.p.Model = m
+		var reps []handler.SweepReport
+		for range 5 { // five timer runs while the receiver stays down
+			rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reps = append(reps, rep)
+		}
+		if rec, _ := store.Get(context.Background(), derive(t, y).Key); rec.Status != idempotency.StatusSucceeded {
+			t.Fatalf("the re-drivable task is %s after 5 sweeps (posts to the dead receiver: %d); reports: %+v",
+				rec.Status, n.posts.Load(), reps)
+		}
+	})
+}
+
+// legacyPayloadHash is payload_hash as DESIGN §4.3 defines it and as the
+// function stored it before the input's hash joined it.
+func legacyPayloadHash(t *testing.T, taskType, op, version string) string {
+	b, err := jcs.Marshal(map[string]any{"task_type": taskType, "operation": op, "input_version": version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// A task with an explicit input_version that was in flight when the new
+// payload_hash rule was deployed (its record holds the old hash) can never
+// be re-driven: every claim is refused payload_mismatch, by FC's retry, by
+// the sweeper (which lists it forever, at the head of its queue), and by a
+// replay of its dead letter.
+func TestReviewInFlightRecordsOfTheOldPayloadHash(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		rg := newRigOn(t, store, dir, &model{})
+		data := summarizeData("versioned input")
+		data["input_version"] = "v1"
+		d := derive(t, data)
+		old := legacyPayloadHash(t, "summarize", "summarize", "v1")
+		if old == d.PayloadHash {
+			t.Fatal("the hashes agree: nothing to test")
+		}
+		// The old version claimed it, saved its input and failed retryably.
+		_, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: old, Owner: "r1", Try: 0})
+		if err != nil || l == nil {
+			t.Fatalf("claim: %v", err)
+		}
+		rs, _ := rg.p.Results(context.Background(), handler.Credentials{})
+		in, _ := jcs.Marshal(map[string]any{"tenant_id": "t1", "task_type": "summarize", "operation": "summarize",
+			"input_version": "v1", "input": data["input"]})
+		inKey, _ := ossresult.InputKey(d.Key)
+		if _, err := rs.PutOnce(context.Background(), inKey, in, "application/json", ossresult.Meta{IdempotencyKey: d.Key}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Fail(context.Background(), idempotency.Retryable("rate_limited", errors.New("429"))); err != nil {
+			t.Fatal(err)
+		}
+		// The new version: FC's retry of the same request.
+		o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-1", data, ""), handler.Meta{RequestID: "r1", RetryCount: 1}))
+		rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := store.Get(context.Background(), d.Key)
+		if rec.Status != idempotency.StatusSucceeded {
+			t.Fatalf("an in-flight record of the old payload hash is %s: FC's retry answered %s %s; the sweep %+v",
+				rec.Status, o.Status, o.ErrorType, rep)
+		}
+	})
+}
+
+// failingReset is a store whose Reset fails (the database goes away for a
+// moment), after the fast layer got the reset record.
+type failingReset struct {
+	durable
+}
+
+func (f failingReset) Reset(context.Context, string, idempotency.Replay) (idempotency.Record, idempotency.Record, error) {
+	return idempotency.Record{}, idempotency.Record{}, errDropped
+}
+
+// A replay whose store reset fails leaves the fast layer holding the reset
+// record at a fence the store never reached (RECEIVED, fence+1). A
+// duplicate of the FAILED_FINAL key is then answered "in progress" by the
+// fast layer (and so acknowledged) while the store holds FAILED_FINAL, and
+// the store's own answer can no longer be mirrored (its fence is lower).
+func TestReviewFailedResetLeavesAFenceTheStoreNeverReached(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		fast := newFast(t)
+		m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) {
+			return llm.Response{}, idempotency.Final("policy_rejected", errors.New("content policy"))
+		}}
+		rg := newRigOn(t, store, dir, m, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(5*time.Second))
+		data := summarizeData(fmt.Sprintf("failed reset %d", time.Now().UnixNano()))
+		body := taskBody("ev-1", data, "")
+		if o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"})); o.Status != "FAILED_FINAL" {
+			t.Fatalf("first: %+v", o)
+		}
+		broken := &handler.Pipeline{Engine: rg.p.Engine, Results: rg.p.Results, Model: m, Tasks: handler.Builtin(),
+			Maint: failingReset{store}, Log: rg.p.Log}
+		if _, err := broken.ReplayKey(context.Background(), derive(t, data).Key, handler.ReplayRequest{Reason: "r", Operator: "op"},
+			handler.Meta{RetryCount: -1}); err == nil {
+			t.Fatal("the replay did not fail")
+		}
+		var answers []string
+		for i := range 3 { // three double submits, as they come
+			o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: fmt.Sprintf("dup%d", i)}))
+			answers = append(answers, o.Status+"/"+o.Decision)
+		}
+		for _, a := range answers {
+			if a != "FAILED_FINAL/REPEAT_DONE" {
+				t.Fatalf("duplicates of a FAILED_FINAL key after a failed reset were answered %v", answers)
+			}
+		}
+	})
+}
+
+// newFast is the Redis fast layer on the test Redis.
+func newFast(t *testing.T) idempotency.FastLayer {
+	t.Helper()
+	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	fast, err := redisfast.New(rdb, redisfast.MaxTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fast
+}
