@@ -28,8 +28,10 @@ type Store interface {
 	// Finish ends the pending finish held by owner at try: FinishDone (f
 	// nil), FinishFailed with f's code and message (f.Final), or, for a
 	// retryable f, releases it (still pending, its lease ended now, so the
-	// next finisher need not wait). ErrLeaseLost when another finisher holds
-	// it now or it is not pending.
+	// next finisher need not wait; its UpdatedAt is now, so a finish that
+	// keeps failing goes behind the sweeper's other work instead of holding
+	// the head of its queue). ErrLeaseLost when another finisher holds it
+	// now or it is not pending.
 	Finish(ctx context.Context, key, owner string, try int, f *Failure) error
 	// MarkFinished records the pending finishes of keys done, in one write,
 	// whoever holds them now (their work is done; see [Finisher.DoneLater]).

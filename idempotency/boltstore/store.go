@@ -256,8 +256,8 @@ func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *idemp
 		case f.Final:
 			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = idempotency.FinishFailed, time.Time{}, now
 			rec.LastErrorCode, rec.LastError = f.Code, f.Message
-		default: // released: still pending, claimable at once
-			rec.LeaseUntil = now
+		default: // released: still pending, claimable at once, and behind the sweeper's other work
+			rec.LeaseUntil, rec.UpdatedAt = now, now
 		}
 		return put(b, rec)
 	})

@@ -156,8 +156,19 @@ func finishOnce(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	time.Sleep(shortLease + 150*time.Millisecond)
+	completed := get(t, e, key2).UpdatedAt
 	if res, g, err := e.ClaimFinish(ctx, key2, "sweeper", -1); err != nil || g == nil {
 		t.Fatalf("after the holder's lease: %s %v", res.Decision, err)
+	} else if err := g.Fail(ctx, idempotency.Retryable("temporary_unavailable", errors.New("503"))); err != nil {
+		t.Fatal(err)
+	}
+	// Released: still pending, claimable at once, and dated now, so that a
+	// finish that keeps failing goes behind the sweeper's other work.
+	if rec = get(t, e, key2); rec.Finish != idempotency.FinishPending || !rec.UpdatedAt.After(completed) {
+		t.Fatalf("released finish: %s, updated %s (completed %s)", rec.Finish, rec.UpdatedAt, completed)
+	}
+	if res, g, err := e.ClaimFinish(ctx, key2, "sweeper2", -1); err != nil || g == nil {
+		t.Fatalf("after a release: %s %v", res.Decision, err)
 	} else if err := g.Fail(ctx, idempotency.Final("notify_forbidden", errors.New("host not allowed"))); err != nil {
 		t.Fatal(err)
 	}

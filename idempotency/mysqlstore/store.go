@@ -373,8 +373,8 @@ func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *idemp
 	case f != nil && f.Final:
 		set, args = `finish = 'FAILED', lease_until = NULL, last_error_code = ?, last_error = ?, updated_at = NOW(3)`,
 			[]any{f.Code, f.Message}
-	case f != nil: // released: still pending, claimable at once
-		set = `lease_until = NOW(3)`
+	case f != nil: // released: still pending, claimable at once, and behind the sweeper's other work
+		set = `lease_until = NOW(3), updated_at = NOW(3)`
 	}
 	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`
  WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND lease_owner = ? AND lease_try = ?`,
