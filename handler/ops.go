@@ -347,7 +347,7 @@ func (p *Pipeline) replayTask(ctx context.Context, t *event.Task, r ReplayReques
 		return failure(Outcome{RequestID: t.RequestID}, err)
 	}
 	prior, after, err := p.reset(ctx, d.Key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "dlq",
-		PayloadHash: d.PayloadHash})
+		PayloadHash: d.PayloadHash, LegacyPayloadHash: d.LegacyPayloadHash})
 	switch {
 	case errors.Is(err, idempotency.ErrPayloadMismatch):
 		return failure(Outcome{IdempotencyKey: d.Key, RequestID: t.RequestID}, idempotency.Final("payload_mismatch", err))

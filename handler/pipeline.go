@@ -241,7 +241,8 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 
 func (p *Pipeline) claimRequest(t *task, meta Meta, owner string) idempotency.ClaimRequest {
 	inputKey, _ := ossresult.InputKey(t.d.Key) // K is 64 hex: always a valid object key
-	return idempotency.ClaimRequest{Key: t.d.Key, PayloadHash: t.d.PayloadHash, Owner: owner, Try: meta.RetryCount,
+	return idempotency.ClaimRequest{Key: t.d.Key, PayloadHash: t.d.PayloadHash, LegacyPayloadHash: t.d.LegacyPayloadHash,
+		Owner: owner, Try: meta.RetryCount,
 		FinishAfter: true, AllowSalvage: true,
 		Meta: idempotency.Meta{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
 			InputVersion: t.d.InputVersion, OriginRequestID: t.reqID, EventSource: t.EventSource, EventID: t.EventID,

@@ -104,6 +104,9 @@ type Replay struct {
 	// record with another one belongs to another payload under the same key
 	// and is not touched (ErrPayloadMismatch). Empty for a replay by key.
 	PayloadHash string `json:"-"`
+	// LegacyPayloadHash: the same payload's hash as an earlier version
+	// computed it (see [ClaimRequest.LegacyPayloadHash]).
+	LegacyPayloadHash string `json:"-"`
 	// ExpectFence, when set, is the fence the replay read: a record that
 	// moved on since is not touched (ErrNotReplayable).
 	ExpectFence int64 `json:"-"`
@@ -143,7 +146,7 @@ func ApplyReset(rec *Record, rp Replay, now time.Time) (ResetKind, error) {
 		return ResetNothing, fmt.Errorf("%w: it changed while the replay read it (fence %d, now %d); replay again",
 			ErrNotReplayable, rp.ExpectFence, rec.Fence)
 	}
-	if rp.PayloadHash != "" && rec.PayloadHash != rp.PayloadHash {
+	if rp.PayloadHash != "" && !SamePayload(rec.PayloadHash, rp.PayloadHash, rp.LegacyPayloadHash) {
 		return ResetNothing, fmt.Errorf("%w: the dead letter's payload hash is %s, the record's %s: it is another "+
 			"payload under the same key, which stays as it is", ErrPayloadMismatch, rp.PayloadHash, rec.PayloadHash)
 	}

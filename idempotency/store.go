@@ -68,6 +68,10 @@ type FinishRequest struct {
 type ClaimRequest struct {
 	Key         string
 	PayloadHash string
+	// LegacyPayloadHash, when set, is another hash of the same payload (as
+	// an earlier version of the key derivation computed it): a record that
+	// holds it is not a mismatch.
+	LegacyPayloadHash string
 	// Owner identifies the delivery (the FC request id). The same owner
 	// coming back with a later Try while its claim is RUNNING (FC retrying a
 	// request whose try died) takes over without waiting; a copy of the same
@@ -130,7 +134,7 @@ const ExhaustedCode = "attempts_exhausted"
 // Decide is the state machine of a claim on an existing record, shared by
 // every store so that they cannot drift apart. now is the store's clock.
 func Decide(rec Record, req ClaimRequest, now time.Time) (Decision, Action) {
-	if rec.PayloadHash != req.PayloadHash {
+	if !SamePayload(rec.PayloadHash, req.PayloadHash, req.LegacyPayloadHash) {
 		return DecisionPayloadMismatch, ActNone
 	}
 	var d Decision
@@ -157,6 +161,13 @@ func Decide(rec Record, req ClaimRequest, now time.Time) (Decision, Action) {
 		return d, ActSalvage
 	}
 	return d, ActTakeover
+}
+
+// SamePayload reports whether a record holding stored was asked for the
+// payload whose hash is hash (or, as an earlier version computed it,
+// legacy).
+func SamePayload(stored, hash, legacy string) bool {
+	return stored == hash || (legacy != "" && stored == legacy)
 }
 
 // sameOwnerRetry: the holder's own later try (FC retrying its request), or

@@ -17,6 +17,10 @@ func TestDecide(t *testing.T) {
 		act  Action
 	}{
 		{"other payload", Record{PayloadHash: "x", Status: StatusSucceeded}, nil, DecisionPayloadMismatch, ActNone},
+		{"other payload, whatever its legacy hash", Record{PayloadHash: "x", Status: StatusSucceeded},
+			func(r ClaimRequest) ClaimRequest { r.LegacyPayloadHash = "old"; return r }, DecisionPayloadMismatch, ActNone},
+		{"the payload's legacy hash", Record{PayloadHash: "old", Status: StatusFailedRetryable, Attempt: 1},
+			func(r ClaimRequest) ClaimRequest { r.LegacyPayloadHash = "old"; return r }, DecisionTakeover, ActTakeover},
 		{"succeeded", Record{PayloadHash: "ph", Status: StatusSucceeded}, nil, DecisionRepeatDone, ActNone},
 		{"final", Record{PayloadHash: "ph", Status: StatusFailedFinal}, nil, DecisionRepeatDone, ActNone},
 		{"live lease of another owner", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r0", LeaseUntil: live, Attempt: 1},

@@ -54,6 +54,11 @@ type Derived struct {
 	// PayloadHash identifies what K was asked to do, so that a reused
 	// explicit idempotency_key with other content can be refused.
 	PayloadHash string
+	// LegacyPayloadHash is the payload hash records written before the
+	// input's hash joined it hold for the same event (set only when it
+	// differs: a given input_version). A record holding it is the same
+	// payload, so records in flight across the upgrade stay claimable.
+	LegacyPayloadHash string
 }
 
 // Derive computes K, input_version and payload_hash as docs/design.md
@@ -103,9 +108,11 @@ func Derive(f Fields) (Derived, error) {
 		d.Key = hashStrings("tenant_id", f.TenantID, "task_type", f.TaskType,
 			"input_version", d.InputVersion, "operation", f.Operation)
 	}
+	legacy := hashStrings("task_type", f.TaskType, "operation", f.Operation, "input_version", d.InputVersion)
 	if d.InputVersion == derived {
-		d.PayloadHash = hashStrings("task_type", f.TaskType, "operation", f.Operation, "input_version", d.InputVersion)
+		d.PayloadHash = legacy
 	} else {
+		d.LegacyPayloadHash = legacy
 		// A given input_version says nothing of the input itself: its hash
 		// joins the payload hash, so that the same key and version with
 		// another input is refused as a mismatch (K does not change). Given

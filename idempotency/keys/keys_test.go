@@ -299,3 +299,23 @@ func FuzzDerive(f *testing.F) {
 		}
 	})
 }
+
+// A given input_version keeps the payload hash earlier versions stored for
+// the same event (the golden value before the input's hash joined it), so
+// that records in flight across the upgrade are not taken for another
+// payload.
+func TestLegacyPayloadHashIsTheOldOne(t *testing.T) {
+	d, err := Derive(Fields{TenantID: "t-1", TaskType: "summarize", Operation: "create",
+		Input: []byte(`{"doc":"hello","lang":"en"}`), InputVersion: "v7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "da6d40d76bb609a2bfc119705e3644c4a16e96f76dd5a2906d3292b2b6251fad"; d.LegacyPayloadHash != want {
+		t.Fatalf("legacy payload hash %s, want %s", d.LegacyPayloadHash, want)
+	}
+	derived, err := Derive(Fields{TenantID: "t-1", TaskType: "summarize", Operation: "create",
+		Input: []byte(`{"doc":"hello","lang":"en"}`)})
+	if err != nil || derived.LegacyPayloadHash != "" {
+		t.Fatalf("a derived input_version has one payload hash: legacy %q %v", derived.LegacyPayloadHash, err)
+	}
+}
