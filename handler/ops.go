@@ -276,9 +276,14 @@ func (p *Pipeline) ReplayKey(ctx context.Context, key string, r ReplayRequest, m
 // hold, at its new fence, before the store does: from then on no older
 // state can land there (a duplicate that read the record before the reset
 // publishes late), and it never answers a final state the store no longer
-// holds. The store then resets only the record the replay read.
+// holds. The store then resets only the record the replay read, and the
+// fast layer gets the reset record again: the first entry may have expired
+// or been dropped (its write failed) while a late publish landed. A reset
+// the store refused or failed drops the entry, which would otherwise hold
+// a fence the store never reached.
 func (p *Pipeline) reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
 	rec, err := p.Engine.Get(ctx, key)
+	fenced := false
 	switch {
 	case errors.Is(err, idempotency.ErrNotFound): // nothing to fence; the audit row records the replay
 	case err != nil:
@@ -289,13 +294,19 @@ func (p *Pipeline) reset(ctx context.Context, key string, rp idempotency.Replay)
 		if err != nil {
 			return rec, rec, fmt.Errorf("replay %s: %w", key, err)
 		}
-		if kind == idempotency.ResetRecord {
+		if fenced = kind == idempotency.ResetRecord; fenced {
 			p.Engine.Republish(ctx, next)
 		}
 		rp.ExpectFence = rec.Fence
 	}
 	if prior, after, err = p.Maint.Reset(ctx, key, rp); err != nil {
+		if fenced {
+			p.Engine.Forget(ctx, key)
+		}
 		return prior, after, fmt.Errorf("replay %s: %w", key, err)
+	}
+	if after.Status == idempotency.StatusReceived && after.Fence != prior.Fence {
+		p.Engine.Republish(ctx, after)
 	}
 	return prior, after, nil
 }

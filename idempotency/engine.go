@@ -219,6 +219,12 @@ func (e *Engine) Republish(ctx context.Context, rec Record) {
 	}
 }
 
+// Forget drops key's fast-layer entry (a reset that did not reach the
+// store leaves nothing to fence).
+func (e *Engine) Forget(ctx context.Context, key string) {
+	e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, key) })
+}
+
 func (e *Engine) fastClaim(ctx context.Context, req ClaimRequest) (FastAnswer, bool) {
 	var ans FastAnswer
 	ok := e.fastDo(ctx, "claim", func(c context.Context) (err error) {
