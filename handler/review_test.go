@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -194,4 +195,57 @@ func newFast(t *testing.T) idempotency.FastLayer {
 		t.Fatal(err)
 	}
 	return fast
+}
+
+// lateInput answers the first read of input.json "not found": the sweeper
+// read it just before FC's retry saved it.
+type lateInput struct {
+	handler.ResultStore
+	missed atomic.Bool
+}
+
+func (l *lateInput) Get(ctx context.Context, key string) ([]byte, ossresult.Meta, error) {
+	if strings.HasSuffix(key, "/input.json") && l.missed.CompareAndSwap(false, true) {
+		return nil, ossresult.Meta{}, ossresult.ErrNotFound
+	}
+	return l.ResultStore.Get(ctx, key)
+}
+
+// Past the input horizon, the sweeper reads no input.json and goes to give
+// the key up; between its read and its claim, FC's retry saved the input
+// (and failed retryably, say). The sweeper sees the input appear and means
+// to leave the key for the next sweep, but its claim took an attempt, and
+// the failure it records is escalated to FAILED_FINAL once that attempt is
+// the last: a key whose input is there and whose work never ran ends
+// final (code input_appeared), and FC's next retry is dead-lettered.
+func TestReviewInputThatAppearsDoesNotEndTheKey(t *testing.T) {
+	store := testenv.FreshMySQLStore(t) // its clock can be moved back by SQL
+	dir := t.TempDir()
+	rg := newRigOn(t, store, dir, &model{}, idempotency.WithMaxAttempts(2))
+	data := summarizeData("its input comes late")
+	d := derive(t, data)
+	if _, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
+		Owner: "r1", Try: 0}); err != nil || l == nil {
+		t.Fatalf("claim: %v", err)
+	} // … and the process dies before saving its input; an hour and more goes by.
+	if _, err := store.DB().Exec(`UPDATE idempotency_record SET updated_at = updated_at - INTERVAL 2 HOUR,
+ lease_until = lease_until - INTERVAL 2 HOUR WHERE request_id = ?`, d.Key); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := rg.p.Results(context.Background(), handler.Credentials{})
+	in, _ := jcs.Marshal(map[string]any{"tenant_id": "t1", "task_type": "summarize", "operation": "summarize",
+		"input_version": d.InputVersion, "input": data["input"]})
+	inKey, _ := ossresult.InputKey(d.Key)
+	if _, err := base.PutOnce(context.Background(), inKey, in, "application/json", ossresult.Meta{IdempotencyKey: d.Key}); err != nil {
+		t.Fatal(err)
+	}
+	late := &lateInput{ResultStore: base}
+	rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) { return late, nil }
+	rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := store.Get(context.Background(), d.Key); rec.Status == idempotency.StatusFailedFinal {
+		t.Fatalf("the key ended FAILED_FINAL %s (attempt %d) with its input in place; sweep %+v", rec.LastErrorCode, rec.Attempt, rep)
+	}
 }
