@@ -164,10 +164,13 @@ func (p *Pipeline) setAside(ctx context.Context, o Outcome, rec idempotency.Reco
 	return failure(o, why)
 }
 
-// abandon takes rec over and records cause FAILED_FINAL.
+// abandon takes rec over and records cause FAILED_FINAL. Its claim is a
+// salvage lease whatever the budget (MaxAttempts 1): giving a key up runs
+// nothing, so it takes no attempt from it.
 func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec idempotency.Record, owner string, cause error) Outcome {
 	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
-	res, l, err := p.Engine.Claim(ctx, idempotency.ClaimRequest{Key: rec.Key, PayloadHash: rec.PayloadHash, Owner: owner, Try: -1})
+	res, l, err := p.Engine.Claim(ctx, idempotency.ClaimRequest{Key: rec.Key, PayloadHash: rec.PayloadHash, Owner: owner, Try: -1,
+		MaxAttempts: 1})
 	if err != nil {
 		return failure(o, err)
 	}
@@ -175,10 +178,13 @@ func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec idempotency.
 		return failure(o, idempotency.Retryable("in_progress", fmt.Errorf("%w (%s)", idempotency.ErrInProgress, res.Decision)))
 	}
 	if _, code := idempotency.Classify(cause); code == "input_missing" {
-		// Between the listing and the claim, a retry may have saved the input.
+		// Between the listing and the claim, a retry may have saved the input:
+		// leave the key retryable as it was (Lease.Fail would make it final
+		// on this lease's budget of one).
 		if key, kerr := ossresult.InputKey(rec.Key); kerr == nil {
 			if _, _, gerr := rs.Get(ctx, key); gerr == nil {
-				_, _ = l.Fail(ctx, idempotency.Retryable("input_appeared", errors.New("input.json appeared; the next sweep re-drives it")))
+				_ = p.Engine.Store().Fail(context.WithoutCancel(ctx), rec.Key, l.Fence, idempotency.Failure{Code: "input_appeared",
+					Message: "input.json appeared; the next sweep re-drives it"})
 				return failure(o, idempotency.Retryable("input_appeared", errors.New("input.json appeared")))
 			}
 		}
