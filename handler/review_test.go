@@ -249,3 +249,37 @@ func TestReviewInputThatAppearsDoesNotEndTheKey(t *testing.T) {
 		t.Fatalf("the key ended FAILED_FINAL %s (attempt %d) with its input in place; sweep %+v", rec.LastErrorCode, rec.Attempt, rep)
 	}
 }
+
+// The sweeper sets aside a RUNNING record past its lease that has no input
+// yet (its worker may have died). The worker was only late: it renews (a
+// renewal checks the fence, not the lease's end), saves nothing, and fails
+// retryably. Its record keeps the deferral, made for another state: the
+// FAILED_RETRYABLE key is hidden from the sweeper for up to the input
+// horizon (an hour), although only a takeover was meant to end it early.
+func TestReviewADeferralDoesNotOutliveTheStateItWasMadeFor(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(200*time.Millisecond))
+		data := summarizeData("a late worker")
+		d := derive(t, data)
+		_, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
+			Owner: "r1", Try: 0})
+		if err != nil || l == nil {
+			t.Fatalf("claim: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+		if rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil || rep.Deferred != 1 {
+			t.Fatalf("sweep %+v %v", rep, err)
+		}
+		if err := l.Renew(context.Background()); err != nil { // the worker was late, not dead
+			t.Fatal(err)
+		}
+		if _, err := l.Fail(context.Background(), idempotency.Retryable("temporary_unavailable", errors.New("oss 503"))); err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := store.Get(context.Background(), d.Key)
+		if !rec.SweepAfter.IsZero() {
+			t.Fatalf("%s record still set aside until %s (a deferral made for the expired RUNNING one)", rec.Status,
+				rec.SweepAfter.Format(time.RFC3339))
+		}
+	})
+}
