@@ -167,7 +167,7 @@ func (s *Store) guarded(ctx context.Context, key string, fence int64, mutate fun
 		}
 		now := s.now()
 		mutate(&rec, now)
-		rec.UpdatedAt = now
+		rec.UpdatedAt, rec.SweepAfter = now, time.Time{} // a deferral was made for the record as listed
 		return put(b, rec)
 	})
 }

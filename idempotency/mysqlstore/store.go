@@ -260,13 +260,14 @@ func (s *Store) retry(ctx context.Context, fn func() (idempotency.ClaimResult, e
 	return res, err
 }
 
-// guarded runs a fenced transition. InnoDB may pick the single-row UPDATE
+// guarded runs a fenced transition; it ends any deferral, which was made
+// for the record as the sweeper listed it (the holder is alive). InnoDB may pick the single-row UPDATE
 // as a deadlock victim against a concurrent claim; it is retried, since it
 // changed nothing.
 func (s *Store) guarded(ctx context.Context, op, set string, args ...any) error {
 	var n int64
 	for i := range 5 {
-		r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`, updated_at = NOW(3)
+		r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`, sweep_after = NULL, updated_at = NOW(3)
  WHERE request_id = ? AND fence = ? AND status = 'RUNNING'`, args...)
 		if err == nil {
 			n, err = r.RowsAffected()
