@@ -44,7 +44,7 @@ func TestReviewFailingFinishesHoldTheSweeperHead(t *testing.T) {
 			}
 			return llm.Response{Text: "summary"}, nil
 		}}
-		rg := newRigOn(t, store, dir, m)
+		rg := newRigOn(t, store, dir, m, idempotency.WithLease(200*time.Millisecond))
 		n := &downNotifier{}
 		rg.p.Notify = n
 		for i := range 2 {
@@ -66,6 +66,7 @@ func TestReviewFailingFinishesHoldTheSweeperHead(t *testing.T) {
 			t.Fatalf("y: %+v", o)
 		}
 		rg.p.Model = m
+		time.Sleep(250 * time.Millisecond) // whatever held the finishes, its lease has run out
 		var reps []handler.SweepReport
 		for range 5 { // five timer runs while the receiver stays down
 			rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{Limit: 2})
