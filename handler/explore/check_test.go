@@ -121,6 +121,9 @@ func (w *world) checkRecord(rec idempotency.Record) {
 // asks for it.
 func (w *world) checkSucceeded(rec idempotency.Record) {
 	ctx, k := context.Background(), rec.Key
+	if rec.Finish != idempotency.FinishDone {
+		w.violate("%s: SUCCEEDED with its finish %q (%s) after the sweeper ran to a standstill", k, rec.Finish, rec.LastErrorCode)
+	}
 	for _, ref := range w.successes[k] {
 		if ref != rec.ResultRef {
 			w.violate("%s: a success answer named %s, the record %s", k, ref, rec.ResultRef)

@@ -21,6 +21,7 @@ var (
 	flagFirst  = flag.Int64("first", 1, "first seed")
 	flagStores = flag.String("stores", "bolt,bolt+redis,mysql,mysql+redis", "store configurations to explore")
 	flagTrace  = flag.Bool("trace", false, "print every seed's trace")
+	flagCopies = flag.Bool("copies", false, "FC sometimes delivers a try twice (changes every seed's world)")
 )
 
 // TestExplore explores seeds on every store configuration; a failing seed

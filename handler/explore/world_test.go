@@ -203,6 +203,9 @@ func (w *world) genActors() {
 			d := &delivery{spec: s, reqID: fmt.Sprintf("fc-%d-%d", i, j), body: body}
 			w.deliveries = append(w.deliveries, d)
 			w.addTry(d, 0, 0)
+			if *flagCopies && w.rng.IntN(3) == 0 { // FC delivers the same try twice
+				w.addTry(d, 0, 0)
+			}
 		}
 	}
 	for range 1 + w.rng.IntN(2) {
