@@ -141,7 +141,18 @@ func (p *Pipeline) redrive(ctx context.Context, rec idempotency.Record, meta Met
 	t, err := p.storedTask(ctx, rs, rec)
 	switch class, _ := idempotency.Classify(err); {
 	case err == nil:
-		return p.runTask(ctx, t, meta, owner), false
+		out := p.runTask(ctx, t, meta, owner)
+		if out.Decision != DecisionRejected {
+			return out, false
+		}
+		// Refused before any claim (a limit lowered since, notify no longer
+		// configured): without an answer of its own the record would head
+		// every sweep. A FINAL refusal ends it; another sets it aside.
+		cause := idempotency.Retryable(out.ErrorType, errors.New(out.ErrorMessage))
+		if out.Retryable != nil && !*out.Retryable {
+			return p.abandon(ctx, rs, rec, owner, idempotency.Final(out.ErrorType, errors.New(out.ErrorMessage))), false
+		}
+		return p.setAside(ctx, o, rec, readBackoff, cause), true
 	case errors.Is(err, ossresult.ErrNotFound) && time.Since(rec.UpdatedAt) < inputHorizon:
 		return p.setAside(ctx, o, rec, inputHorizon-time.Since(rec.UpdatedAt), idempotency.Retryable("input_missing",
 			fmt.Errorf("no input.json yet: left to FC's retry until %s", rec.UpdatedAt.Add(inputHorizon).Format(time.RFC3339)))), true

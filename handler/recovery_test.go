@@ -436,3 +436,32 @@ func TestSameKeyAndInputVersionWithAnotherInputIsAMismatch(t *testing.T) {
 		}
 	})
 }
+
+// A stored input that can no longer be prepared (here: it asks for notify,
+// and the function no longer has a notifier) must not head every sweep: it
+// ends FAILED_FINAL with the reason.
+func TestSweeperEndsAStoredInputItCannotPrepare(t *testing.T) {
+	onStores(t, func(t *testing.T, store durable, dir string) {
+		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
+			if n == 1 {
+				return llm.Response{}, idempotency.Retryable("rate_limited", errors.New("429"))
+			}
+			return llm.Response{Text: "ok"}, nil
+		}}
+		rg := newRigOn(t, store, dir, m)
+		rg.p.Notify = &notifier{}
+		data := summarizeData("asks for notify")
+		if o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-1", data, "https://hook.test/x"), handler.Meta{RequestID: "r1"})); o.Status != "FAILED_RETRYABLE" {
+			t.Fatalf("first: %+v", o)
+		}
+		rg.p.Notify = nil // redeployed without a notifier
+		rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := store.Get(context.Background(), derive(t, data).Key)
+		if rec.Status != idempotency.StatusFailedFinal || rec.LastErrorCode != "invalid_request" {
+			t.Fatalf("record %s %s after %+v", rec.Status, rec.LastErrorCode, rep)
+		}
+	})
+}
