@@ -215,7 +215,9 @@ func newInputs() inputs {
 }
 
 // Idemgate is the deployed function: the one description s.yaml and
-// template.yml are generated from (`go generate ./deploy/`).
+// template.yml are generated from (`go generate ./deploy/`). It is one long
+// literal on purpose: the whole function reads in one place, as a deploy
+// file would.
 func Idemgate() Stack {
 	in := newInputs()
 	dlq := func(suffix string) Sub {

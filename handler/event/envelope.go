@@ -50,75 +50,97 @@ func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, err
 	// Best effort, so that even a rejected event can be named in the outcome.
 	env.ID, _ = stringValue(attrs["id"])
 	env.Source, _ = stringValue(attrs["source"])
+	for _, check := range []func(*envelope) error{requiredAttrs, optionalAttrs, dataAttrs, extensionAttrs} {
+		if err := check(env); err != nil {
+			return env, err
+		}
+	}
+	return env, sdkCheck(raw, attrs)
+}
 
-	// Required attributes, in the order the spec lists them.
+// requiredAttrs reads the required attributes, in the order the spec lists
+// them.
+func requiredAttrs(env *envelope) error {
+	attrs := env.attrs
 	specversion, err := requiredString(attrs, "specversion")
 	if err != nil {
-		return env, err
+		return err
 	}
 	if specversion != ce.CloudEventsVersionV1 {
-		return env, newError(TypeInvalidEnvelope, "specversion", "unsupported specversion %q: only %q is accepted", specversion, ce.CloudEventsVersionV1)
+		return newError(TypeInvalidEnvelope, "specversion", "unsupported specversion %q: only %q is accepted", specversion, ce.CloudEventsVersionV1)
 	}
 	if env.ID, err = requiredString(attrs, "id"); err != nil {
-		return env, err
+		return err
 	}
 	if env.Source, err = requiredString(attrs, "source"); err != nil {
-		return env, err
+		return err
 	}
 	if _, perr := url.Parse(env.Source); perr != nil {
-		return env, newError(TypeInvalidEnvelope, "source", "not a URI-reference: %v", perr)
+		return newError(TypeInvalidEnvelope, "source", "not a URI-reference: %v", perr)
 	}
-	if env.Type, err = requiredString(attrs, "type"); err != nil {
-		return env, err
-	}
+	env.Type, err = requiredString(attrs, "type")
+	return err
+}
 
-	// Optional attributes: absent or null, else a non-empty, well-formed string.
+// optionalAttrs reads the optional attributes: absent or null, else a
+// non-empty, well-formed string.
+func optionalAttrs(env *envelope) error {
+	attrs := env.attrs
+	var err error
 	if env.DataContentType, err = optionalString(attrs, "datacontenttype"); err != nil {
-		return env, err
+		return err
 	}
 	if env.DataContentType != "" {
 		if msg := checkMediaType(env.DataContentType); msg != "" {
-			return env, newError(TypeInvalidEnvelope, "datacontenttype", "%s", msg)
+			return newError(TypeInvalidEnvelope, "datacontenttype", "%s", msg)
 		}
 	}
 	schema, err := optionalString(attrs, "dataschema")
 	if err != nil {
-		return env, err
+		return err
 	}
 	if schema != "" {
 		if u, perr := url.Parse(schema); perr != nil || !u.IsAbs() {
-			return env, newError(TypeInvalidEnvelope, "dataschema", "must be an absolute URI, got %q", schema)
+			return newError(TypeInvalidEnvelope, "dataschema", "must be an absolute URI, got %q", schema)
 		}
 	}
 	if env.Subject, err = optionalString(attrs, "subject"); err != nil {
-		return env, err
+		return err
 	}
 	if env.Time, err = optionalString(attrs, "time"); err != nil {
-		return env, err
+		return err
 	}
 	if env.Time != "" {
 		if _, perr := time.Parse(time.RFC3339Nano, env.Time); perr != nil {
-			return env, newError(TypeInvalidEnvelope, "time", "not an RFC 3339 timestamp: %q", env.Time)
+			return newError(TypeInvalidEnvelope, "time", "not an RFC 3339 timestamp: %q", env.Time)
 		}
 	}
+	return nil
+}
 
-	// data and data_base64 are mutually exclusive (JSON format §3.1).
+// dataAttrs: data and data_base64 are mutually exclusive (JSON format §3.1).
+func dataAttrs(env *envelope) error {
+	attrs := env.attrs
 	if present(attrs, "data") && present(attrs, "data_base64") {
-		return env, newError(TypeInvalidEnvelope, "data_base64", "an event must not carry both data and data_base64")
+		return newError(TypeInvalidEnvelope, "data_base64", "an event must not carry both data and data_base64")
 	}
 	if present(attrs, "data_base64") {
 		s, ok := stringValue(attrs["data_base64"])
 		if !ok {
-			return env, newError(TypeInvalidEnvelope, "data_base64", "must be a JSON string")
+			return newError(TypeInvalidEnvelope, "data_base64", "must be a JSON string")
 		}
 		if _, derr := base64.StdEncoding.DecodeString(s); derr != nil {
-			return env, newError(TypeInvalidEnvelope, "data_base64", "not valid base64: %v", derr)
+			return newError(TypeInvalidEnvelope, "data_base64", "not valid base64: %v", derr)
 		}
 	}
+	return nil
+}
 
-	// Extensions, in name order so the first error reported is deterministic.
-	names := make([]string, 0, len(attrs))
-	for k := range attrs {
+// extensionAttrs reads the extensions, in name order so the first error
+// reported is deterministic.
+func extensionAttrs(env *envelope) error {
+	names := make([]string, 0, len(env.attrs))
+	for k := range env.attrs {
 		if !specAttrs[k] {
 			names = append(names, k)
 		}
@@ -126,13 +148,13 @@ func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, err
 	slices.Sort(names)
 	for _, name := range names {
 		if !validAttrName(name) {
-			return env, newError(TypeInvalidEnvelope, name, "attribute names must consist of lower-case ASCII letters and digits only")
+			return newError(TypeInvalidEnvelope, name, "attribute names must consist of lower-case ASCII letters and digits only")
 		}
-		v, verr := extensionValue(attrs[name])
+		v, verr := extensionValue(env.attrs[name])
 		if verr != "" {
-			return env, newError(TypeInvalidEnvelope, name, "%s", verr)
+			return newError(TypeInvalidEnvelope, name, "%s", verr)
 		}
-		if v == "" && isNull(attrs[name]) {
+		if v == "" && isNull(env.attrs[name]) {
 			continue // null means absent
 		}
 		if env.Extensions == nil {
@@ -140,23 +162,27 @@ func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, err
 		}
 		env.Extensions[name] = v
 	}
+	return nil
+}
 
-	// The SDK has the last word: it parses with its own reader and validates.
-	// It is handed the event without null members: the JSON format treats
-	// null as absent, but the SDK reads a null datacontenttype that follows
-	// specversion as "" and then refuses it (corpus validMinimalWithNullForOptional).
+// sdkCheck gives the SDK the last word: it parses with its own reader and
+// validates. It is handed the event without null members: the JSON format
+// treats null as absent, but the SDK reads a null datacontenttype that
+// follows specversion as "" and then refuses it (corpus
+// validMinimalWithNullForOptional).
+func sdkCheck(raw []byte, attrs map[string]json.RawMessage) error {
 	sdkRaw := raw
 	if stripped, changed := withoutNulls(attrs); changed {
 		sdkRaw = stripped
 	}
 	var e ce.Event
 	if uerr := e.UnmarshalJSON(sdkRaw); uerr != nil {
-		return env, sdkError(uerr)
+		return sdkError(uerr)
 	}
 	if verr := e.Validate(); verr != nil {
-		return env, sdkError(verr)
+		return sdkError(verr)
 	}
-	return env, nil
+	return nil
 }
 
 // sdkError turns an SDK error into an envelope error, naming the attribute

@@ -120,101 +120,127 @@ func ParseRetention(name, v string) (time.Duration, error) {
 
 // Load reads the configuration through getenv (os.Getenv in main).
 func Load(getenv func(string) string) (Config, error) {
-	var errs []error
-	bad := func(name, why string) { errs = append(errs, fmt.Errorf("%s: %s", name, why)) }
-	str := func(name, def string) string {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			return v
-		}
+	r := &reader{getenv: getenv}
+	c := Config{
+		RedisURL:        r.str("REDIS_URL", ""),
+		MySQLDSN:        r.str("MYSQL_DSN", ""),
+		StateDir:        r.str("STATE_DIR", "./.idemgate"),
+		OSSEndpoint:     r.str("OSS_ENDPOINT", ""),
+		OSSBucket:       r.str("OSS_BUCKET", ""),
+		OSSRegion:       r.str("OSS_REGION", ""),
+		AccessKeyID:     r.str("ALIBABA_CLOUD_ACCESS_KEY_ID", ""),
+		AccessKeySecret: r.str("ALIBABA_CLOUD_ACCESS_KEY_SECRET", ""),
+		SecurityToken:   r.str("ALIBABA_CLOUD_SECURITY_TOKEN", ""),
+		LLMBaseURL:      strings.TrimRight(r.str("LLM_BASE_URL", DefaultLLMBaseURL), "/"),
+		LLMAPIKey:       r.str("LLM_API_KEY", r.str("DASHSCOPE_API_KEY", "")),
+		LLMModel:        r.str("LLM_MODEL", ""),
+
+		NotifySigningSecret: r.str("NOTIFY_SIGNING_SECRET", ""),
+		KeyFallback:         r.str("KEY_FALLBACK", ""),
+		Env:                 r.str("IDEMGATE_ENV", ""),
+	}
+	r.numbers(&c)
+	r.guards(&c)
+	r.model(&c)
+	r.endpoints(&c)
+	return c, errors.Join(r.errs...)
+}
+
+// reader reads variables and collects what is wrong with them.
+type reader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (r *reader) bad(name, why string) { r.errs = append(r.errs, fmt.Errorf("%s: %s", name, why)) }
+
+func (r *reader) str(name, def string) string {
+	if v := strings.TrimSpace(r.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *reader) num(name string, def, lo, hi int) int {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
 		return def
 	}
-	num := func(name string, def, lo, hi int) int {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			return def
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < lo || n > hi {
-			bad(name, fmt.Sprintf("want a whole number from %d to %d, got %q", lo, hi, v))
-			return def
-		}
-		return n
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		r.bad(name, fmt.Sprintf("want a whole number from %d to %d, got %q", lo, hi, v))
+		return def
 	}
-	c := Config{
-		RedisURL:        str("REDIS_URL", ""),
-		MySQLDSN:        str("MYSQL_DSN", ""),
-		StateDir:        str("STATE_DIR", "./.idemgate"),
-		OSSEndpoint:     str("OSS_ENDPOINT", ""),
-		OSSBucket:       str("OSS_BUCKET", ""),
-		OSSRegion:       str("OSS_REGION", ""),
-		AccessKeyID:     str("ALIBABA_CLOUD_ACCESS_KEY_ID", ""),
-		AccessKeySecret: str("ALIBABA_CLOUD_ACCESS_KEY_SECRET", ""),
-		SecurityToken:   str("ALIBABA_CLOUD_SECURITY_TOKEN", ""),
-		LLMBaseURL:      strings.TrimRight(str("LLM_BASE_URL", DefaultLLMBaseURL), "/"),
-		LLMAPIKey:       str("LLM_API_KEY", str("DASHSCOPE_API_KEY", "")),
-		LLMModel:        str("LLM_MODEL", ""),
+	return n
+}
 
-		NotifySigningSecret: str("NOTIFY_SIGNING_SECRET", ""),
-		KeyFallback:         str("KEY_FALLBACK", ""),
-		Env:                 str("IDEMGATE_ENV", ""),
+func (r *reader) numbers(c *Config) {
+	c.LLMTimeout = time.Duration(r.num("LLM_TIMEOUT_SECONDS", 60, 1, 3600)) * time.Second
+	c.DedupTTL = time.Duration(r.num("DEDUP_TTL_SECONDS", 300, 1, 300)) * time.Second
+	c.Lease = time.Duration(r.num("LEASE_SECONDS", 60, 1, 86400)) * time.Second
+	c.MaxAttempts = r.num("MAX_ATTEMPTS", 3, 1, 100)
+	c.Retention = time.Duration(r.num("RETENTION_DAYS", DefaultRetentionDays, MinRetentionDays, maxDays)) * 24 * time.Hour
+	c.StatsRetention = time.Duration(r.num("STATS_RETENTION_DAYS", DefaultStatsRetentionDays, 1, maxDays)) * 24 * time.Hour
+	c.ListenPort = r.num("FC_CUSTOM_LISTEN_PORT", 0, 1, 65535)
+	if c.ListenPort == 0 {
+		c.ListenPort = r.num("FC_SERVER_PORT", 9000, 1, 65535)
 	}
+}
+
+// guards reads the key fallback and the kill switch.
+func (r *reader) guards(c *Config) {
 	switch c.KeyFallback {
 	case "", "strict":
 		c.KeyFallback = ""
 	case "fingerprint":
 	default:
-		bad("KEY_FALLBACK", fmt.Sprintf("want strict or fingerprint, got %q", c.KeyFallback))
+		r.bad("KEY_FALLBACK", fmt.Sprintf("want strict or fingerprint, got %q", c.KeyFallback))
 	}
-	switch v := str("IDEMPOTENCY_DISABLED", "false"); v {
+	switch v := r.str("IDEMPOTENCY_DISABLED", "false"); v {
 	case "true":
 		c.Disabled = true
 		if c.Env == "production" {
-			bad("IDEMPOTENCY_DISABLED", "refused where IDEMGATE_ENV=production: it turns off every guarantee (tests only)")
+			r.bad("IDEMPOTENCY_DISABLED", "refused where IDEMGATE_ENV=production: it turns off every guarantee (tests only)")
 		}
 	case "false":
 	default:
-		bad("IDEMPOTENCY_DISABLED", fmt.Sprintf("want true or false, got %q", v))
+		r.bad("IDEMPOTENCY_DISABLED", fmt.Sprintf("want true or false, got %q", v))
 	}
-	c.LLMTimeout = time.Duration(num("LLM_TIMEOUT_SECONDS", 60, 1, 3600)) * time.Second
-	c.DedupTTL = time.Duration(num("DEDUP_TTL_SECONDS", 300, 1, 300)) * time.Second
-	c.Lease = time.Duration(num("LEASE_SECONDS", 60, 1, 86400)) * time.Second
-	c.MaxAttempts = num("MAX_ATTEMPTS", 3, 1, 100)
-	c.Retention = time.Duration(num("RETENTION_DAYS", DefaultRetentionDays, MinRetentionDays, maxDays)) * 24 * time.Hour
-	c.StatsRetention = time.Duration(num("STATS_RETENTION_DAYS", DefaultStatsRetentionDays, 1, maxDays)) * 24 * time.Hour
-	c.ListenPort = num("FC_CUSTOM_LISTEN_PORT", 0, 1, 65535)
-	if c.ListenPort == 0 {
-		c.ListenPort = num("FC_SERVER_PORT", 9000, 1, 65535)
-	}
+}
 
-	// No key and no model chosen: a local run on the built-in offline model.
+// model: no key and no model chosen is a local run on the built-in offline
+// model.
+func (r *reader) model(c *Config) {
 	switch {
 	case c.LLMModel == "" && c.LLMAPIKey == "":
 		c.LLMModel = OfflineModel
 	case c.LLMModel == "":
 		c.LLMModel = DefaultLLMModel
 	case c.LLMModel != OfflineModel && c.LLMAPIKey == "":
-		bad("LLM_API_KEY", "required for LLM_MODEL="+c.LLMModel+" (or set DASHSCOPE_API_KEY, or LLM_MODEL=offline)")
+		r.bad("LLM_API_KEY", "required for LLM_MODEL="+c.LLMModel+" (or set DASHSCOPE_API_KEY, or LLM_MODEL=offline)")
 	}
 	if u, err := url.Parse(c.LLMBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		bad("LLM_BASE_URL", "want an http(s) URL")
+		r.bad("LLM_BASE_URL", "want an http(s) URL")
 	}
+}
+
+func (r *reader) endpoints(c *Config) {
 	if c.RedisURL != "" {
 		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-			bad("REDIS_URL", "want redis://… or rediss://…")
+			r.bad("REDIS_URL", "want redis://… or rediss://…")
 		}
 	}
 	var err error
-	if c.NotifyAllowedHosts, err = notify.ParseAllowList(getenv("NOTIFY_ALLOWED_HOSTS")); err != nil {
-		bad("NOTIFY_ALLOWED_HOSTS", err.Error())
+	if c.NotifyAllowedHosts, err = notify.ParseAllowList(r.getenv("NOTIFY_ALLOWED_HOSTS")); err != nil {
+		r.bad("NOTIFY_ALLOWED_HOSTS", err.Error())
 	}
 	if n := len(c.NotifySigningSecret); n > 0 && n < MinSigningSecret { // the value is never echoed
-		bad("NOTIFY_SIGNING_SECRET", fmt.Sprintf("want at least %d characters (e.g. openssl rand -hex 32), got %d", MinSigningSecret, n))
+		r.bad("NOTIFY_SIGNING_SECRET", fmt.Sprintf("want at least %d characters (e.g. openssl rand -hex 32), got %d", MinSigningSecret, n))
 	}
 	oss := []string{c.OSSEndpoint, c.OSSBucket, c.OSSRegion}
 	if set := countSet(oss); set != 0 && set != len(oss) {
-		bad("OSS_ENDPOINT/OSS_BUCKET/OSS_REGION", "set all three (OSS with V4 signing) or none (results under STATE_DIR)")
+		r.bad("OSS_ENDPOINT/OSS_BUCKET/OSS_REGION", "set all three (OSS with V4 signing) or none (results under STATE_DIR)")
 	}
-	return c, errors.Join(errs...)
 }
 
 func countSet(vs []string) int {
