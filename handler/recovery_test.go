@@ -22,7 +22,6 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/keys"
-	"github.com/idemgate/idemgate/idempotency/redisfast"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/ossresult"
 )
@@ -286,15 +285,7 @@ func (b *beforeReplayClaim) Claim(ctx context.Context, key, owner string, try in
 // the old final state while the store re-runs the task.
 func TestReplayFencesOutALateRedisPublish(t *testing.T) {
 	onStores(t, func(t *testing.T, store durable, dir string) {
-		rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rdb.Close() })
-		fast, err := redisfast.New(rdb, redisfast.MaxTTL)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fast := newFast(t)
 		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
 			if n == 1 {
 				return llm.Response{}, idempotency.Final("policy_rejected", errors.New("content policy"))
