@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/internal/dev/modelfake"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
@@ -53,7 +53,7 @@ func (d *drill) cli(args ...string) (string, int) {
 	return cli(d.t, d.env, args...)
 }
 
-func (d *drill) record(key string) idempotency.Record {
+func (d *drill) record(key string) driver.Record {
 	rec, err := d.store.Get(context.Background(), key)
 	if err != nil {
 		d.t.Fatalf("record %s: %v", key, err)
@@ -184,7 +184,7 @@ func TestDrillExhaustedDeadLetterReplay(t *testing.T) {
 		}
 		key = m["idempotency_key"].(string)
 	}
-	if rec := d.record(key); rec.Status != idempotency.StatusFailedFinal || rec.Attempt != 3 {
+	if rec := d.record(key); rec.Status != driver.StatusFailedFinal || rec.Attempt != 3 {
 		t.Fatalf("after the budget: %s attempt %d", rec.Status, rec.Attempt)
 	}
 	a, err := inst.tryInvoke(body, reqID, 3) // FC's last retry: answered at once
@@ -210,7 +210,7 @@ func TestDrillExhaustedDeadLetterReplay(t *testing.T) {
 		t.Fatalf("replay: %d %s", code, out)
 	}
 	rec := d.record(key)
-	if rec.Status != idempotency.StatusSucceeded || rec.Attempt != 4 || d.llm.Total() != 4 {
+	if rec.Status != driver.StatusSucceeded || rec.Attempt != 4 || d.llm.Total() != 4 {
 		t.Fatalf("after replay: %s attempt %d model calls %d", rec.Status, rec.Attempt, d.llm.Total())
 	}
 	// A second replay never yields a second effective result.
@@ -219,8 +219,8 @@ func TestDrillExhaustedDeadLetterReplay(t *testing.T) {
 		t.Fatalf("second replay: %d %s, model calls %d", code, out, d.llm.Total())
 	}
 	rps, err := d.store.Replays(context.Background(), key)
-	if err != nil || len(rps) != 2 || rps[0].PriorStatus != idempotency.StatusFailedFinal || rps[0].Operator != "oncall@acme" ||
-		rps[0].Source != "dlq" || rps[1].PriorStatus != idempotency.StatusSucceeded {
+	if err != nil || len(rps) != 2 || rps[0].PriorStatus != driver.StatusFailedFinal || rps[0].Operator != "oncall@acme" ||
+		rps[0].Source != "dlq" || rps[1].PriorStatus != driver.StatusSucceeded {
 		t.Fatalf("audit rows %+v %v", rps, err)
 	}
 	if text, ok := d.approved(key); !ok || !strings.Contains(text, "summary 4") {
@@ -292,7 +292,7 @@ func TestDrillSigstopPastLease(t *testing.T) {
 		t.Fatalf("the paused worker answered success: %s", stale.body)
 	}
 	rec := d.record(key)
-	if rec.Status != idempotency.StatusSucceeded || !strings.HasSuffix(rec.ResultRef, "attempt-002/output.json") {
+	if rec.Status != driver.StatusSucceeded || !strings.HasSuffix(rec.ResultRef, "attempt-002/output.json") {
 		t.Fatalf("record %s %s", rec.Status, rec.ResultRef)
 	}
 	if text, ok := d.approved(key); !ok || !strings.Contains(text, "summary 2") {
@@ -415,7 +415,7 @@ func TestDrillSweeperRedrivesAbandonedTask(t *testing.T) {
 	if key == "" {
 		t.Fatalf("the abandoned task was not re-driven: %s", out)
 	}
-	if rec := d.record(key); rec.Status != idempotency.StatusSucceeded || int(d.llm.Calls(key)) > rec.Attempt {
+	if rec := d.record(key); rec.Status != driver.StatusSucceeded || int(d.llm.Calls(key)) > rec.Attempt {
 		t.Fatalf("record %s attempt %d, model calls %d", rec.Status, rec.Attempt, d.llm.Calls(key))
 	}
 	if _, ok := d.approved(key); !ok {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/idemgate/idemgate/deploy/logq"
 	"github.com/idemgate/idemgate/handler"
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/internal/trace"
 )
 
@@ -158,7 +158,7 @@ func TestPurgeTimerEndToEnd(t *testing.T) {
 	if !ok {
 		t.Fatal("no approved result")
 	}
-	for end := time.Now().Add(5 * time.Second); d.record(keys[0]).Finish != idempotency.FinishDone; { // marked in the instance's next batch
+	for end := time.Now().Add(5 * time.Second); d.record(keys[0]).Finish != driver.FinishDone; { // marked in the instance's next batch
 		if time.Now().After(end) {
 			t.Fatalf("finish still %s", d.record(keys[0]).Finish)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/jcs"
 	"github.com/idemgate/idemgate/ossresult"
 )
@@ -101,7 +102,7 @@ func (p *Pipeline) salvage(ctx context.Context, rs ResultStore, k string, attemp
 			return "", classifyResultErr("read prior output", err)
 		}
 	}
-	return "", idempotency.ExhaustedError(attempt)
+	return "", idempotency.Final(driver.ExhaustedCode, fmt.Errorf("attempt budget spent after %d attempts", attempt))
 }
 
 // finishOwn finishes what this delivery completed (it holds the finish),

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
@@ -15,9 +15,9 @@ var ErrUnknownKey = errors.New("no record for that key")
 // Inspection is what `main inspect` prints. Records and object metadata hold
 // no secrets: credentials never enter them.
 type Inspection struct {
-	Record  idempotency.Record   `json:"record"`
-	Replays []idempotency.Replay `json:"replays"`
-	Objects map[string]string    `json:"objects"` // object key → ref, for those that exist
+	Record  driver.Record     `json:"record"`
+	Replays []driver.Replay   `json:"replays"`
+	Objects map[string]string `json:"objects"` // object key → ref, for those that exist
 	// DedupWindowEnds: when a purge may delete the record, after which a
 	// duplicate runs again (DedupWindowEnds); "open" while it may not.
 	DedupWindowEnds string `json:"dedup_window_ends,omitempty"`
@@ -27,7 +27,7 @@ type Inspection struct {
 // included), its replay audit and which of its objects exist.
 func (p *Pipeline) Inspect(ctx context.Context, key string, meta Meta) (Inspection, error) {
 	rec, err := p.Engine.Get(ctx, key)
-	if errors.Is(err, idempotency.ErrNotFound) {
+	if errors.Is(err, driver.ErrNotFound) {
 		return Inspection{}, fmt.Errorf("%s: %w", key, ErrUnknownKey)
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/logx"
 	"github.com/idemgate/idemgate/ossresult"
@@ -70,7 +71,7 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 		}
 		var out Outcome
 		switch {
-		case rec.Status == idempotency.StatusSucceeded:
+		case rec.Status == driver.StatusSucceeded:
 			out = p.refinish(ctx, rec, meta, owner)
 			rep.Finished++
 		default:
@@ -90,7 +91,7 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 }
 
 // storedTask rebuilds the task of rec from its input.json.
-func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec idempotency.Record) (*event.Task, error) {
+func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec driver.Record) (*event.Task, error) {
 	doc, err := readInput(ctx, rs, rec.Key)
 	if err != nil {
 		return nil, err
@@ -130,7 +131,7 @@ const (
 // or names an unknown task type, the record is taken over and recorded
 // FAILED_FINAL, so that its delivery ends in the dead-letter queue, from
 // which it is replayed.
-func (p *Pipeline) redrive(ctx context.Context, rec idempotency.Record, meta Meta, owner string) (Outcome, bool) {
+func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, owner string) (Outcome, bool) {
 	ctx = p.traceRecord(ctx, rec)
 	ctx = logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
 	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
@@ -167,7 +168,7 @@ func (p *Pipeline) redrive(ctx context.Context, rec idempotency.Record, meta Met
 }
 
 // setAside defers rec for d and answers why.
-func (p *Pipeline) setAside(ctx context.Context, o Outcome, rec idempotency.Record, d time.Duration, why error) Outcome {
+func (p *Pipeline) setAside(ctx context.Context, o Outcome, rec driver.Record, d time.Duration, why error) Outcome {
 	if err := p.Maint.Defer(ctx, rec, d); err != nil {
 		p.Log.WarnContext(ctx, "sweeper could not set a record aside", "error", err.Error())
 	}
@@ -178,7 +179,7 @@ func (p *Pipeline) setAside(ctx context.Context, o Outcome, rec idempotency.Reco
 // abandon takes rec over and records cause FAILED_FINAL. Its claim is a
 // salvage lease whatever the budget (MaxAttempts 1): giving a key up runs
 // nothing, so it takes no attempt from it.
-func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec idempotency.Record, owner string, cause error) Outcome {
+func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec driver.Record, owner string, cause error) Outcome {
 	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
 	res, l, err := p.Engine.Claim(ctx, idempotency.ClaimRequest{Key: rec.Key, PayloadHash: rec.PayloadHash, Owner: owner, Try: -1,
 		MaxAttempts: 1})
@@ -194,7 +195,7 @@ func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec idempotency.
 		// on this lease's budget of one).
 		if key, kerr := ossresult.InputKey(rec.Key); kerr == nil {
 			if _, _, gerr := rs.Get(ctx, key); gerr == nil {
-				_ = p.Engine.Store().Fail(context.WithoutCancel(ctx), rec.Key, l.Fence, idempotency.Failure{Code: "input_appeared",
+				_ = p.Engine.Store().Fail(context.WithoutCancel(ctx), rec.Key, l.Fence, driver.Failure{Code: "input_appeared",
 					Message: "input.json appeared; the next sweep re-drives it"})
 				return failure(o, idempotency.Retryable("input_appeared", errors.New("input.json appeared")))
 			}
@@ -211,7 +212,7 @@ func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec idempotency.
 
 // refinish takes up the pending finish (publish, notify) of a SUCCEEDED
 // record whose holder's lease ran out; the stored input decides notify.
-func (p *Pipeline) refinish(ctx context.Context, rec idempotency.Record, meta Meta, owner string) Outcome {
+func (p *Pipeline) refinish(ctx context.Context, rec driver.Record, meta Meta, owner string) Outcome {
 	ctx = p.traceRecord(ctx, rec)
 	ctx = logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
 	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Duplicate: true, Decision: string(idempotency.DecisionRepeatDone),
@@ -264,7 +265,7 @@ func (p *Pipeline) ReplayKey(ctx context.Context, key string, r ReplayRequest, m
 		return Outcome{}, err
 	}
 	rec, err := p.Engine.Get(ctx, key)
-	if errors.Is(err, idempotency.ErrNotFound) {
+	if errors.Is(err, driver.ErrNotFound) {
 		return Outcome{}, fmt.Errorf("replay %s: %w (replay its dead letter with --dlq instead)", key, ErrUnknownKey)
 	}
 	if err != nil {
@@ -277,53 +278,23 @@ func (p *Pipeline) ReplayKey(ctx context.Context, key string, r ReplayRequest, m
 	if _, err := p.storedTask(ctx, rs, rec); err != nil {
 		return Outcome{}, fmt.Errorf("replay %s: its stored input cannot be used (replay its dead letter with --dlq instead): %w", key, err)
 	}
-	prior, after, err := p.reset(ctx, key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "key"})
+	prior, after, err := p.reset(ctx, key, driver.Replay{Reason: r.Reason, Operator: r.Operator, Source: "key"})
 	if err != nil {
 		return Outcome{}, err
 	}
 	owner := newOwner("replay")
-	if prior.Status == idempotency.StatusSucceeded {
+	if prior.Status == driver.StatusSucceeded {
 		return p.refinish(ctx, after, meta, owner), nil
 	}
 	o, _ := p.redrive(ctx, after, meta, owner)
 	return o, nil
 }
 
-// reset resets key for a replay. The fast layer gets the record it will
-// hold, at its new fence, before the store does: from then on no older
-// state can land there (a duplicate that read the record before the reset
-// publishes late), and it never answers a final state the store no longer
-// holds. The store then resets only the record the replay read, and the
-// fast layer gets the reset record again: the first entry may have expired
-// or been dropped (its write failed) while a late publish landed. A reset
-// the store refused or failed drops the entry, which would otherwise hold
-// a fence the store never reached.
-func (p *Pipeline) reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
-	rec, err := p.Engine.Get(ctx, key)
-	fenced := false
-	switch {
-	case errors.Is(err, idempotency.ErrNotFound): // nothing to fence; the audit row records the replay
-	case err != nil:
+// reset resets key for a replay (Engine.Reset keeps the fast layer from
+// answering the state the reset undid).
+func (p *Pipeline) reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
+	if prior, after, err = p.Engine.Reset(ctx, key, rp); err != nil {
 		return prior, after, fmt.Errorf("replay %s: %w", key, err)
-	default:
-		next := rec
-		kind, err := idempotency.ApplyReset(&next, rp, time.Now())
-		if err != nil {
-			return rec, rec, fmt.Errorf("replay %s: %w", key, err)
-		}
-		if fenced = kind == idempotency.ResetRecord; fenced {
-			p.Engine.Republish(ctx, next)
-		}
-		rp.ExpectFence = rec.Fence
-	}
-	if prior, after, err = p.Maint.Reset(ctx, key, rp); err != nil {
-		if fenced {
-			p.Engine.Forget(ctx, key)
-		}
-		return prior, after, fmt.Errorf("replay %s: %w", key, err)
-	}
-	if after.Status == idempotency.StatusReceived && after.Fence != prior.Fence {
-		p.Engine.Republish(ctx, after)
 	}
 	return prior, after, nil
 }
@@ -374,14 +345,14 @@ func (p *Pipeline) replayTask(ctx context.Context, t *event.Task, r ReplayReques
 	if err != nil {
 		return failure(Outcome{RequestID: t.RequestID}, err)
 	}
-	prior, after, err := p.reset(ctx, d.Key, idempotency.Replay{Reason: r.Reason, Operator: r.Operator, Source: "dlq",
+	prior, after, err := p.reset(ctx, d.Key, driver.Replay{Reason: r.Reason, Operator: r.Operator, Source: "dlq",
 		PayloadHash: d.PayloadHash, LegacyPayloadHash: d.LegacyPayloadHash})
 	switch {
 	case errors.Is(err, idempotency.ErrPayloadMismatch):
 		return failure(Outcome{IdempotencyKey: d.Key, RequestID: t.RequestID}, idempotency.Final("payload_mismatch", err))
 	case err != nil:
 		return failure(Outcome{IdempotencyKey: d.Key, RequestID: t.RequestID}, err)
-	case prior.Status == idempotency.StatusSucceeded: // the result stands; take up a failed finish
+	case prior.Status == driver.StatusSucceeded: // the result stands; take up a failed finish
 		return p.refinish(ctx, after, meta, owner)
 	}
 	return p.runTask(ctx, t, meta, owner)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
@@ -90,7 +91,7 @@ func TestSweepLeavesTransientInputFailureToFC(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := outcomeKey(t, body)
-	if rec, _ := rg.store.Get(context.Background(), k); rec.Status != idempotency.StatusFailedRetryable {
+	if rec, _ := rg.store.Get(context.Background(), k); rec.Status != driver.StatusFailedRetryable {
 		t.Fatalf("after the sweep: %s (%+v)", rec.Status, rep)
 	}
 	if o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: 1})); o.Status != "SUCCEEDED" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/logx"
 	"github.com/idemgate/idemgate/ossresult"
@@ -22,7 +23,7 @@ type Pipeline struct {
 	Model   Model
 	Notify  Notifier // nil: notify.url is refused as unsupported
 	Tasks   *Registry
-	Maint   idempotency.Maintainer // nil: sweep and replay are unavailable
+	Maint   driver.Maintainer // nil: sweep and replay are unavailable
 	// KeyFallback keys an event without tenant_id or operation by the
 	// fingerprint of its data instead of refusing it (KEY_FALLBACK=fingerprint).
 	KeyFallback bool
@@ -185,10 +186,10 @@ func (p *Pipeline) runTask(ctx context.Context, ev *event.Task, meta Meta, owner
 	}
 	switch {
 	case lease == nil && errors.Is(err, idempotency.ErrInProgress): // another owner's live claim
-		o.Status, o.Duplicate = string(idempotency.StatusRunning), true
+		o.Status, o.Duplicate = string(driver.StatusRunning), true
 	case err != nil:
 		o = failure(o, err)
-	case out.Status == idempotency.StatusSucceeded:
+	case out.Status == driver.StatusSucceeded:
 		if err := p.finishOwn(ctx, t, o, lease, notify, owner, meta.RetryCount); err != nil {
 			o = failure(o, err)
 		}
@@ -244,7 +245,7 @@ func (p *Pipeline) claimRequest(t *task, meta Meta, owner string) idempotency.Cl
 	return idempotency.ClaimRequest{Key: t.d.Key, PayloadHash: t.d.PayloadHash, LegacyPayloadHash: t.d.LegacyPayloadHash,
 		Owner: owner, Try: meta.RetryCount,
 		FinishAfter: true, AllowSalvage: true,
-		Meta: idempotency.Meta{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
+		Meta: driver.Meta{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
 			InputVersion: t.d.InputVersion, OriginRequestID: t.reqID, EventSource: t.EventSource, EventID: t.EventID,
 			InputRef: t.rs.Ref(inputKey), TraceParent: t.tp}}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/handler/llm"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/ossresult"
 )
@@ -37,15 +38,10 @@ func (m *model) Complete(ctx context.Context, r llm.Request) (llm.Response, erro
 	return llm.Response{Text: fmt.Sprintf("answer %d", n), Model: "scripted"}, nil
 }
 
-// durable is a store with its maintenance side, as the pipeline uses it.
-type durable interface {
-	idempotency.Store
-	idempotency.Maintainer
-}
-
+// driver.Maintainer is a store with its maintenance side, as the pipeline uses it.
 type rig struct {
 	p     *handler.Pipeline
-	store durable
+	store driver.Maintainer
 	dir   string
 	m     *model
 }
@@ -61,7 +57,7 @@ func newRig(t *testing.T, m *model, opts ...idempotency.Option) *rig {
 }
 
 // newRigOn builds the pipeline on store, with results under dir.
-func newRigOn(t *testing.T, store durable, dir string, m *model, opts ...idempotency.Option) *rig {
+func newRigOn(t *testing.T, store driver.Maintainer, dir string, m *model, opts ...idempotency.Option) *rig {
 	local, err := ossresult.NewLocal(filepath.Join(dir, "results"))
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +168,7 @@ func TestLostLeaseStopsWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rg.store.Fail(context.Background(), k, rec.Fence, idempotency.Failure{Code: "operator"}); err != nil {
+	if err := rg.store.Fail(context.Background(), k, rec.Fence, driver.Failure{Code: "operator"}); err != nil {
 		t.Fatal(err)
 	}
 	// The new owner takes the key over; the step the stale worker holds is
@@ -232,7 +228,7 @@ func TestPanicIsRecordedAndAnswered(t *testing.T) {
 		t.Fatalf("reply %d %s", r.Status, r.Body)
 	}
 	rec, err := rg.store.Get(context.Background(), outcomeKey(t, body))
-	if err != nil || rec.Status != idempotency.StatusFailedRetryable || rec.LastErrorCode != "panic" {
+	if err != nil || rec.Status != driver.StatusFailedRetryable || rec.LastErrorCode != "panic" {
 		t.Fatalf("record %+v %v", rec, err)
 	}
 }
@@ -260,7 +256,7 @@ func TestModelCallBudget(t *testing.T) {
 				t.Fatalf("model calls %d, want %d", m.calls.Load(), c.calls)
 			}
 			rec, _ := rg.store.Get(context.Background(), outcomeKey(t, body))
-			if rec.Status != idempotency.StatusFailedFinal {
+			if rec.Status != driver.StatusFailedFinal {
 				t.Fatalf("status %s", rec.Status)
 			}
 		})

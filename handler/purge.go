@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Retention is how long the purge keeps what it deletes (internal/config:
@@ -22,7 +23,7 @@ type Retention struct {
 // and the defaults.
 type PurgeOptions struct {
 	OlderThan, StatsOlderThan time.Duration
-	Limit                     int           // rows of each kind per batch (idempotency.DefaultPurgeLimit)
+	Limit                     int           // rows of each kind per batch (driver.DefaultPurgeLimit)
 	Budget                    time.Duration // wall time (default 90 s, inside the function's 120 s)
 }
 
@@ -30,14 +31,14 @@ type PurgeOptions struct {
 // output): the counts of every batch, and more when the budget ran out
 // before the purge did.
 type PurgeReport struct {
-	idempotency.PurgeReport
+	driver.PurgeReport
 	Batches        int    `json:"batches"`
 	OlderThan      string `json:"older_than"`
 	StatsOlderThan string `json:"stats_older_than"`
 }
 
 // Purge deletes what outlived the retention, batch after batch (see
-// idempotency.Maintainer.Purge), until nothing more is due or the budget or
+// driver.Maintainer.Purge), until nothing more is due or the budget or
 // ctx ends. Traffic, the sweeper and another purge may run meanwhile.
 func (p *Pipeline) Purge(ctx context.Context, o PurgeOptions) (PurgeReport, error) {
 	if p.Maint == nil {
@@ -58,7 +59,7 @@ func (p *Pipeline) Purge(ctx context.Context, o PurgeOptions) (PurgeReport, erro
 	end := time.Now().Add(o.Budget)
 	rep := PurgeReport{OlderThan: o.OlderThan.String(), StatsOlderThan: o.StatsOlderThan.String()}
 	for {
-		b, err := p.Maint.Purge(ctx, idempotency.PurgeRequest{OlderThan: o.OlderThan, StatsOlderThan: o.StatsOlderThan,
+		b, err := p.Maint.Purge(ctx, driver.PurgeRequest{OlderThan: o.OlderThan, StatsOlderThan: o.StatsOlderThan,
 			Limit: o.Limit})
 		rep.Add(b)
 		rep.Batches++
@@ -108,11 +109,11 @@ const DedupWindowOpen = "open"
 
 // DedupWindowEnds says when a purge may delete rec, which ends its dedup
 // window (a duplicate then runs again): its last change plus the retention
-// for a record a purge may take (idempotency.Purgeable), RFC 3339 in UTC;
+// for a record a purge may take (driver.Purgeable), RFC 3339 in UTC;
 // DedupWindowOpen while it is not one (running, retrying, a finish
 // pending: any change starts the count again).
-func DedupWindowEnds(rec idempotency.Record, retention time.Duration) string {
-	if !idempotency.Purgeable(rec) {
+func DedupWindowEnds(rec driver.Record, retention time.Duration) string {
+	if !driver.Purgeable(rec) {
 		return DedupWindowOpen
 	}
 	return rec.UpdatedAt.Add(retention).UTC().Format(time.RFC3339)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 func TestDedupWindowEnds(t *testing.T) {
@@ -16,18 +17,18 @@ func TestDedupWindowEnds(t *testing.T) {
 	const month = 30 * 24 * time.Hour
 	for _, c := range []struct {
 		name string
-		rec  idempotency.Record
+		rec  driver.Record
 		want string
 	}{
-		{"succeeded", idempotency.Record{Status: idempotency.StatusSucceeded, UpdatedAt: at}, "2026-12-29T23:05:12Z"},
-		{"succeeded, finish done", idempotency.Record{Status: idempotency.StatusSucceeded, Finish: idempotency.FinishDone, UpdatedAt: at}, "2026-12-29T23:05:12Z"},
-		{"succeeded, finish failed", idempotency.Record{Status: idempotency.StatusSucceeded, Finish: idempotency.FinishFailed, UpdatedAt: at}, "2026-12-29T23:05:12Z"},
-		{"failed final", idempotency.Record{Status: idempotency.StatusFailedFinal, UpdatedAt: at}, "2026-12-29T23:05:12Z"},
-		{"succeeded, finish pending", idempotency.Record{Status: idempotency.StatusSucceeded, Finish: idempotency.FinishPending, UpdatedAt: at}, "open"},
-		{"running", idempotency.Record{Status: idempotency.StatusRunning, UpdatedAt: at}, "open"},
-		{"failed retryable", idempotency.Record{Status: idempotency.StatusFailedRetryable, UpdatedAt: at}, "open"},
-		{"received", idempotency.Record{Status: idempotency.StatusReceived, UpdatedAt: at}, "open"},
-		{"a step record", idempotency.Record{Status: idempotency.StatusSucceeded, ParentKey: "k", UpdatedAt: at}, "open"},
+		{"succeeded", driver.Record{Status: driver.StatusSucceeded, UpdatedAt: at}, "2026-12-29T23:05:12Z"},
+		{"succeeded, finish done", driver.Record{Status: driver.StatusSucceeded, Finish: driver.FinishDone, UpdatedAt: at}, "2026-12-29T23:05:12Z"},
+		{"succeeded, finish failed", driver.Record{Status: driver.StatusSucceeded, Finish: driver.FinishFailed, UpdatedAt: at}, "2026-12-29T23:05:12Z"},
+		{"failed final", driver.Record{Status: driver.StatusFailedFinal, UpdatedAt: at}, "2026-12-29T23:05:12Z"},
+		{"succeeded, finish pending", driver.Record{Status: driver.StatusSucceeded, Finish: driver.FinishPending, UpdatedAt: at}, "open"},
+		{"running", driver.Record{Status: driver.StatusRunning, UpdatedAt: at}, "open"},
+		{"failed retryable", driver.Record{Status: driver.StatusFailedRetryable, UpdatedAt: at}, "open"},
+		{"received", driver.Record{Status: driver.StatusReceived, UpdatedAt: at}, "open"},
+		{"a step record", driver.Record{Status: driver.StatusSucceeded, ParentKey: "k", UpdatedAt: at}, "open"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := handler.DedupWindowEnds(c.rec, month); got != c.want {

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgate/idemgate/handler/llm"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/ossresult"
@@ -28,7 +29,7 @@ import (
 
 // onStores runs fn on the embedded store and on MySQL (a database of its
 // own: the sweeper scans whole tables).
-func onStores(t *testing.T, fn func(t *testing.T, store durable, dir string)) {
+func onStores(t *testing.T, fn func(t *testing.T, store driver.Maintainer, dir string)) {
 	t.Run("embedded", func(t *testing.T) {
 		dir := t.TempDir()
 		s, err := boltstore.Open(filepath.Join(dir, "state"), time.Second)
@@ -79,25 +80,25 @@ func derive(t *testing.T, data map[string]any) keys.Derived {
 // moved onto the record, the notify step's claim; that version of this test
 // failed the claim).
 type failOnce struct {
-	durable
+	driver.Maintainer
 	key  string
 	done atomic.Bool
 }
 
 var errDropped = errors.New("driver: bad connection")
 
-func (f *failOnce) Finish(ctx context.Context, key, owner string, try int, fl *idempotency.Failure) error {
+func (f *failOnce) Finish(ctx context.Context, key, owner string, try int, fl *driver.Failure) error {
 	if key == f.key && f.done.CompareAndSwap(false, true) {
 		return errDropped
 	}
-	return f.durable.Finish(ctx, key, owner, try, fl)
+	return f.Maintainer.Finish(ctx, key, owner, try, fl)
 }
 
 // Case 1: the sweeper completes a task whose stored input asks for notify,
 // and the write that keeps the books of the notification fails once: the
 // notification is still sent, or the sweeper lists the key until it is.
 func TestNotifyIntentSurvivesAFailedWriteAfterTheSweeperCompletes(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
 			if n == 1 {
 				return llm.Response{}, idempotency.Retryable("rate_limited", errors.New("429"))
@@ -106,7 +107,7 @@ func TestNotifyIntentSurvivesAFailedWriteAfterTheSweeperCompletes(t *testing.T) 
 		}}
 		data := summarizeData("notify after a sweep")
 		d := derive(t, data)
-		fo := &failOnce{durable: store, key: d.Key}
+		fo := &failOnce{Maintainer: store, key: d.Key}
 		rg := newRigOn(t, fo, dir, m, idempotency.WithLease(300*time.Millisecond))
 		n := &notifier{}
 		rg.p.Notify = n
@@ -124,7 +125,7 @@ func TestNotifyIntentSurvivesAFailedWriteAfterTheSweeperCompletes(t *testing.T) 
 			t.Fatal("the bookkeeping write never failed: the test did not test anything")
 		}
 		rec, _ := store.Get(context.Background(), d.Key)
-		if rec.Status != idempotency.StatusSucceeded || n.posts.Load() == 0 {
+		if rec.Status != driver.StatusSucceeded || n.posts.Load() == 0 {
 			t.Fatalf("record %s, notifications %d", rec.Status, n.posts.Load())
 		}
 	})
@@ -134,7 +135,7 @@ func TestNotifyIntentSurvivesAFailedWriteAfterTheSweeperCompletes(t *testing.T) 
 // finds the expired claim before FC's retry (which, for a hung instance,
 // comes after the function timeout). It must leave the key to that retry.
 func TestSweeperLeavesACrashedDeliveryToFCsRetry(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(200*time.Millisecond))
 		data := summarizeData("crashed before its input")
 		d := derive(t, data)
@@ -147,7 +148,7 @@ func TestSweeperLeavesACrashedDeliveryToFCsRetry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec, _ := store.Get(context.Background(), d.Key); rec.Status == idempotency.StatusFailedFinal {
+		if rec, _ := store.Get(context.Background(), d.Key); rec.Status == driver.StatusFailedFinal {
 			t.Fatalf("the sweeper dead-lettered a delivery FC still retries: %+v", rep)
 		}
 		if rep.Deferred != 1 {
@@ -164,7 +165,7 @@ func TestSweeperLeavesACrashedDeliveryToFCsRetry(t *testing.T) {
 // another input, is refused payload_mismatch and dead-letters. Replaying B's
 // dead letter must change nothing of A's record, and say why.
 func TestReplayOfAMismatchedDeadLetterChangesNothing(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) {
 			return llm.Response{}, idempotency.Final("policy_rejected", errors.New("content policy"))
 		}}
@@ -202,7 +203,7 @@ func TestReplayOfAMismatchedDeadLetterChangesNothing(t *testing.T) {
 // are older than a task the sweeper can re-drive; with a limit of 2 they must
 // not hold the head of the queue for an hour.
 func TestSweeperIsNotHeldByRecordsWithoutInput(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		rg := newRigOn(t, store, dir, &model{})
 		base, _ := rg.p.Results(context.Background(), handler.Credentials{})
 		flaky := &flakyInput{ResultStore: base}
@@ -232,7 +233,7 @@ func TestSweeperIsNotHeldByRecordsWithoutInput(t *testing.T) {
 			}
 			reps = append(reps, rep)
 		}
-		if rec, _ := store.Get(context.Background(), derive(t, y).Key); rec.Status != idempotency.StatusSucceeded {
+		if rec, _ := store.Get(context.Background(), derive(t, y).Key); rec.Status != driver.StatusSucceeded {
 			t.Fatalf("the re-drivable task is %s after two sweeps: %+v", rec.Status, reps)
 		}
 		if reps[0].Deferred != 2 {
@@ -245,13 +246,13 @@ func TestSweeperIsNotHeldByRecordsWithoutInput(t *testing.T) {
 // a duplicate that read the record from the store and stalls before
 // mirroring it.
 type gatedFast struct {
-	idempotency.FastLayer
+	driver.FastLayer
 	once    sync.Once
 	reached chan struct{}
 	release chan struct{}
 }
 
-func (g *gatedFast) Publish(ctx context.Context, rec idempotency.Record, left time.Duration) error {
+func (g *gatedFast) Publish(ctx context.Context, rec driver.Record, left time.Duration) error {
 	if rec.Status.Terminal() {
 		first := false
 		g.once.Do(func() { first = true })
@@ -267,12 +268,12 @@ func (g *gatedFast) Publish(ctx context.Context, rec idempotency.Record, left ti
 // beforeReplayClaim runs hook when a replay first claims through the fast
 // layer.
 type beforeReplayClaim struct {
-	idempotency.FastLayer
+	driver.FastLayer
 	once sync.Once
 	hook func()
 }
 
-func (b *beforeReplayClaim) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (idempotency.FastAnswer, error) {
+func (b *beforeReplayClaim) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (driver.FastAnswer, error) {
 	if strings.HasPrefix(owner, "replay:") {
 		b.once.Do(b.hook)
 	}
@@ -284,7 +285,7 @@ func (b *beforeReplayClaim) Claim(ctx context.Context, key, owner string, try in
 // duplicate's late publish must not land over the replay, or Redis answers
 // the old final state while the store re-runs the task.
 func TestReplayFencesOutALateRedisPublish(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		fast := newFast(t)
 		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
 			if n == 1 {
@@ -318,7 +319,7 @@ func TestReplayFencesOutALateRedisPublish(t *testing.T) {
 		}
 		res, _, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
 			Owner: "later", Try: -1})
-		if err != nil || res.Record.Status != idempotency.StatusSucceeded {
+		if err != nil || res.Record.Status != driver.StatusSucceeded {
 			t.Fatalf("a later duplicate was answered %s by %s", res.Record.Status, res.Source)
 		}
 	})
@@ -327,7 +328,7 @@ func TestReplayFencesOutALateRedisPublish(t *testing.T) {
 // Case 6: D1 (notify) saves input.json and dies; D2, the same action
 // without notify, takes over and completes. The stored input decides.
 func TestDoubleSubmitWithoutNotifyKeepsTheStoredNotify(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		rg := newRigOn(t, store, dir, &model{})
 		n := &notifier{}
 		rg.p.Notify = n
@@ -350,7 +351,7 @@ func TestDoubleSubmitWithoutNotifyKeepsTheStoredNotify(t *testing.T) {
 // Case 7: invocations without a request id (no x-fc-request-id) must not
 // take each other's live lease.
 func TestInvocationsWithoutARequestIDDoNotShareALease(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		release := make(chan struct{})
 		m := &model{fn: func(ctx context.Context, n int32, _ llm.Request) (llm.Response, error) {
 			if n == 1 {
@@ -377,7 +378,7 @@ func TestInvocationsWithoutARequestIDDoNotShareALease(t *testing.T) {
 // Exhaustion of a key whose last attempt saved its output and died before
 // completing: FC's retry completes from that output, without the model.
 func TestLastAttemptThatSavedItsOutputCompletes(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		m := &model{}
 		rg := newRigOn(t, store, dir, m, idempotency.WithMaxAttempts(1), idempotency.WithLease(200*time.Millisecond))
 		data := summarizeData("salvaged")
@@ -413,7 +414,7 @@ func TestLastAttemptThatSavedItsOutputCompletes(t *testing.T) {
 // The same explicit key and input_version with another input is another
 // payload: refused, not answered as a duplicate of the first.
 func TestSameKeyAndInputVersionWithAnotherInputIsAMismatch(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		rg := newRigOn(t, store, dir, &model{})
 		a, b := summarizeData("first input"), summarizeData("second input")
 		for _, d := range []map[string]any{a, b} {
@@ -432,7 +433,7 @@ func TestSameKeyAndInputVersionWithAnotherInputIsAMismatch(t *testing.T) {
 // and the function no longer has a notifier) must not head every sweep: it
 // ends FAILED_FINAL with the reason.
 func TestSweeperEndsAStoredInputItCannotPrepare(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
 			if n == 1 {
 				return llm.Response{}, idempotency.Retryable("rate_limited", errors.New("429"))
@@ -451,7 +452,7 @@ func TestSweeperEndsAStoredInputItCannotPrepare(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec, _ := store.Get(context.Background(), derive(t, data).Key)
-		if rec.Status != idempotency.StatusFailedFinal || rec.LastErrorCode != "invalid_request" {
+		if rec.Status != driver.StatusFailedFinal || rec.LastErrorCode != "invalid_request" {
 			t.Fatalf("record %s %s after %+v", rec.Status, rec.LastErrorCode, rep)
 		}
 	})

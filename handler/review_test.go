@@ -17,6 +17,7 @@ import (
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/llm"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/jcs"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
@@ -37,7 +38,7 @@ func (n *downNotifier) Post(context.Context, string, string, string, []byte) err
 // the sweeper's queue for as long as the receiver is down: with `limit` of
 // them, no other task is ever re-driven.
 func TestReviewFailingFinishesHoldTheSweeperHead(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		m := &model{fn: func(_ context.Context, _ int32, r llm.Request) (llm.Response, error) {
 			if r.Key == "" {
 				return llm.Response{}, errors.New("no key")
@@ -75,7 +76,7 @@ func TestReviewFailingFinishesHoldTheSweeperHead(t *testing.T) {
 			}
 			reps = append(reps, rep)
 		}
-		if rec, _ := store.Get(context.Background(), derive(t, y).Key); rec.Status != idempotency.StatusSucceeded {
+		if rec, _ := store.Get(context.Background(), derive(t, y).Key); rec.Status != driver.StatusSucceeded {
 			t.Fatalf("the re-drivable task is %s after 5 sweeps (posts to the dead receiver: %d); reports: %+v",
 				rec.Status, n.posts.Load(), reps)
 		}
@@ -99,7 +100,7 @@ func legacyPayloadHash(t *testing.T, taskType, op, version string) string {
 // the sweeper (which lists it forever, at the head of its queue), and by a
 // replay of its dead letter.
 func TestReviewInFlightRecordsOfTheOldPayloadHash(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		rg := newRigOn(t, store, dir, &model{})
 		data := summarizeData("versioned input")
 		data["input_version"] = "v1"
@@ -130,7 +131,7 @@ func TestReviewInFlightRecordsOfTheOldPayloadHash(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec, _ := store.Get(context.Background(), d.Key)
-		if rec.Status != idempotency.StatusSucceeded {
+		if rec.Status != driver.StatusSucceeded {
 			t.Fatalf("an in-flight record of the old payload hash is %s: FC's retry answered %s %s; the sweep %+v",
 				rec.Status, o.Status, o.ErrorType, rep)
 		}
@@ -140,11 +141,11 @@ func TestReviewInFlightRecordsOfTheOldPayloadHash(t *testing.T) {
 // failingReset is a store whose Reset fails (the database goes away for a
 // moment), after the fast layer got the reset record.
 type failingReset struct {
-	durable
+	driver.Maintainer
 }
 
-func (f failingReset) Reset(context.Context, string, idempotency.Replay) (idempotency.Record, idempotency.Record, error) {
-	return idempotency.Record{}, idempotency.Record{}, errDropped
+func (f failingReset) Reset(context.Context, string, driver.Replay) (driver.Record, driver.Record, error) {
+	return driver.Record{}, driver.Record{}, errDropped
 }
 
 // A replay whose store reset fails leaves the fast layer holding the reset
@@ -153,7 +154,7 @@ func (f failingReset) Reset(context.Context, string, idempotency.Replay) (idempo
 // fast layer (and so acknowledged) while the store holds FAILED_FINAL, and
 // the store's own answer can no longer be mirrored (its fence is lower).
 func TestReviewFailedResetLeavesAFenceTheStoreNeverReached(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		fast := newFast(t)
 		m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) {
 			return llm.Response{}, idempotency.Final("policy_rejected", errors.New("content policy"))
@@ -164,8 +165,10 @@ func TestReviewFailedResetLeavesAFenceTheStoreNeverReached(t *testing.T) {
 		if o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"})); o.Status != "FAILED_FINAL" {
 			t.Fatalf("first: %+v", o)
 		}
-		broken := &handler.Pipeline{Engine: rg.p.Engine, Results: rg.p.Results, Model: m, Tasks: handler.Builtin(),
-			Maint: failingReset{store}, Log: rg.p.Log}
+		brokenStore := failingReset{store}
+		brokenEngine := idempotency.New(brokenStore, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(5*time.Second))
+		broken := &handler.Pipeline{Engine: brokenEngine, Results: rg.p.Results, Model: m, Tasks: handler.Builtin(),
+			Maint: brokenStore, Log: rg.p.Log}
 		if _, err := broken.ReplayKey(context.Background(), derive(t, data).Key, handler.ReplayRequest{Reason: "r", Operator: "op"},
 			handler.Meta{RetryCount: -1}); err == nil {
 			t.Fatal("the replay did not fail")
@@ -184,7 +187,7 @@ func TestReviewFailedResetLeavesAFenceTheStoreNeverReached(t *testing.T) {
 }
 
 // newFast is the Redis fast layer on the test Redis.
-func newFast(t *testing.T) idempotency.FastLayer {
+func newFast(t *testing.T) driver.FastLayer {
 	t.Helper()
 	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
 	if err != nil {
@@ -246,7 +249,7 @@ func TestReviewInputThatAppearsDoesNotEndTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := store.Get(context.Background(), d.Key); rec.Status == idempotency.StatusFailedFinal {
+	if rec, _ := store.Get(context.Background(), d.Key); rec.Status == driver.StatusFailedFinal {
 		t.Fatalf("the key ended FAILED_FINAL %s (attempt %d) with its input in place; sweep %+v", rec.LastErrorCode, rec.Attempt, rep)
 	}
 }
@@ -258,7 +261,7 @@ func TestReviewInputThatAppearsDoesNotEndTheKey(t *testing.T) {
 // FAILED_RETRYABLE key is hidden from the sweeper for up to the input
 // horizon (an hour), although only a takeover was meant to end it early.
 func TestReviewADeferralDoesNotOutliveTheStateItWasMadeFor(t *testing.T) {
-	onStores(t, func(t *testing.T, store durable, dir string) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(200*time.Millisecond))
 		data := summarizeData("a late worker")
 		d := derive(t, data)

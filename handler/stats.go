@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/internal/statsrec"
 )
 
 // ClaimDecisions are the decisions a claim on a task's key answers: every
@@ -78,7 +80,7 @@ func (m *MinuteStats) count(d idempotency.Decision, n int64) {
 }
 
 // StatsByMinute folds counter rows into minutes, oldest first.
-func StatsByMinute(rows []idempotency.StatRow) []MinuteStats {
+func StatsByMinute(rows []driver.StatRow) []MinuteStats {
 	by := map[time.Time]*MinuteStats{}
 	for _, r := range rows {
 		m := by[r.Minute]
@@ -87,9 +89,9 @@ func StatsByMinute(rows []idempotency.StatRow) []MinuteStats {
 			by[r.Minute] = m
 		}
 		switch r.Name {
-		case idempotency.StatFastReject:
+		case statsrec.StatFastReject:
 			m.FastRejects += r.Count
-		case idempotency.StatStoreConflict:
+		case statsrec.StatStoreConflict:
 			m.StoreConflicts += r.Count
 		default:
 			for _, d := range ClaimDecisions {
@@ -113,7 +115,7 @@ func StatsByMinute(rows []idempotency.StatRow) []MinuteStats {
 // oldestAgeSeconds is the age of the oldest task among the sweeper's
 // candidates (since its first claim), 0 without candidates: the sweep log
 // line carries it so that an alert sees work left stuck for long.
-func oldestAgeSeconds(cands []idempotency.Record) int64 {
+func oldestAgeSeconds(cands []driver.Record) int64 {
 	var oldest time.Time
 	for _, r := range cands {
 		if !r.CreatedAt.IsZero() && (oldest.IsZero() || r.CreatedAt.Before(oldest)) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Every decision the engine counts is a claim decision, and duplicates are
@@ -31,27 +32,27 @@ func TestClaimDecisionsCoverTheEngine(t *testing.T) {
 func TestStatsByMinute(t *testing.T) {
 	m0 := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
 	m1 := m0.Add(time.Minute)
-	row := func(m time.Time, name string, n int64) idempotency.StatRow {
-		return idempotency.StatRow{Minute: m, Name: name, Count: n}
+	row := func(m time.Time, name string, n int64) driver.StatRow {
+		return driver.StatRow{Minute: m, Name: name, Count: n}
 	}
 	cases := []struct {
 		name string
-		rows []idempotency.StatRow
+		rows []driver.StatRow
 		want []MinuteStats
 	}{
 		{"no rows", nil, []MinuteStats{}},
-		{"firsts only", []idempotency.StatRow{row(m0, "first", 4)},
+		{"firsts only", []driver.StatRow{row(m0, "first", 4)},
 			[]MinuteStats{{Minute: m0, Claims: 4, First: 4}}},
-		{"every decision counts once; only FIRST is not a duplicate", []idempotency.StatRow{
+		{"every decision counts once; only FIRST is not a duplicate", []driver.StatRow{
 			row(m0, "first", 4), row(m0, "repeat_same", 1), row(m0, "takeover", 2), row(m0, "repeat_other", 3),
 			row(m0, "repeat_done", 5), row(m0, "payload_mismatch", 1), row(m0, "fast_reject", 6), row(m0, "store_conflict", 3)},
 			[]MinuteStats{{Minute: m0, Claims: 16, First: 4, RepeatSame: 1, Takeover: 2, RepeatOther: 3, RepeatDone: 5,
 				Mismatch: 1, FastRejects: 6, StoreConflicts: 3, Duplicates: 12, DuplicateRate: 0.75}}},
-		{"minutes apart, oldest first; rows of one minute add up", []idempotency.StatRow{
+		{"minutes apart, oldest first; rows of one minute add up", []driver.StatRow{
 			row(m1, "first", 1), row(m0, "repeat_done", 1), row(m0, "first", 1), row(m0, "repeat_done", 2)},
 			[]MinuteStats{{Minute: m0, Claims: 4, First: 1, RepeatDone: 3, Duplicates: 3, DuplicateRate: 0.75},
 				{Minute: m1, Claims: 1, First: 1}}},
-		{"rejection counters alone are no claims", []idempotency.StatRow{row(m0, "fast_reject", 2), row(m0, "unknown", 9)},
+		{"rejection counters alone are no claims", []driver.StatRow{row(m0, "fast_reject", 2), row(m0, "unknown", 9)},
 			[]MinuteStats{{Minute: m0, FastRejects: 2}}},
 	}
 	for _, c := range cases {
@@ -68,14 +69,14 @@ func TestOldestAgeSeconds(t *testing.T) {
 	now := time.Now()
 	cases := []struct {
 		name  string
-		cands []idempotency.Record
+		cands []driver.Record
 		min   int64
 		max   int64
 	}{
 		{"none", nil, 0, 0},
-		{"the oldest wins", []idempotency.Record{{CreatedAt: now.Add(-time.Minute)}, {CreatedAt: now.Add(-20 * time.Minute)},
+		{"the oldest wins", []driver.Record{{CreatedAt: now.Add(-time.Minute)}, {CreatedAt: now.Add(-20 * time.Minute)},
 			{CreatedAt: now.Add(-2 * time.Minute)}}, 1200, 1205},
-		{"a record without a creation time is skipped", []idempotency.Record{{}, {CreatedAt: now.Add(-30 * time.Second)}}, 30, 35},
+		{"a record without a creation time is skipped", []driver.Record{{}, {CreatedAt: now.Add(-30 * time.Second)}}, 30, 35},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ type TaskType struct {
 
 // Step is one named unit of work. The result of every step but the last is
 // checkpointed on the task's record (keep it small: an object key, an ID, a
-// short value; at most idempotency.MaxResultRef bytes) and handed to later
+// short value; at most driver.MaxResultRef bytes) and handed to later
 // steps in StepInput.Prior; a retried task resumes after the last
 // checkpoint. The last step saves the attempt output (its object is its
 // checkpoint, found again by StepInput.PriorOutput) and returns its key.

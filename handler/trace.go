@@ -5,7 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/idemgate/idemgate/handler/event"
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/internal/logx"
 	"github.com/idemgate/idemgate/internal/trace"
 )
@@ -60,7 +60,7 @@ func (p *Pipeline) traceTask(ctx context.Context, ev *event.Task) context.Contex
 // traceRecord returns ctx for work the sweeper or a replay takes up on rec:
 // a span under the trace its first delivery worked under, so the re-drive
 // shows in the same trace; ctx's own when the record has none.
-func (p *Pipeline) traceRecord(ctx context.Context, rec idempotency.Record) context.Context {
+func (p *Pipeline) traceRecord(ctx context.Context, rec driver.Record) context.Context {
 	c, err := trace.Parse(rec.TraceParent)
 	if err != nil {
 		return ctx

@@ -1,38 +1,40 @@
 package idempotency
 
 import (
+	"github.com/idemgate/idemgate/idempotency/driver"
+
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
-// MaxCacheTTL bounds WithLocalCache's TTL: the fast layer's own bound
+// maxCacheTTL bounds WithLocalCache's TTL: the fast layer's own bound
 // (redisfast.MaxTTL), so the instance never remembers longer than Redis.
-const MaxCacheTTL = 300 * time.Second
+const maxCacheTTL = 300 * time.Second
 
 // WithLocalCache keeps up to size terminal answers in the instance's memory
-// for ttl (at most MaxCacheTTL), so a hot duplicate on a warm instance is
+// for ttl (at most maxCacheTTL), so a hot duplicate on a warm instance is
 // answered without a network round trip (default off). It changes one
 // guarantee, which is why it is off: an operator's replay resets a key on
 // one instance, and every other instance may still answer the key's old
 // final state from its cache until ttl has passed.
 func WithLocalCache(size int, ttl time.Duration) Option {
-	return func(o *options) { o.cacheSize, o.cacheTTL = size, min(ttl, MaxCacheTTL) }
+	return func(o *options) { o.cacheSize, o.cacheTTL = size, min(ttl, maxCacheTTL) }
 }
 
 // cache is the local cache of terminal claim results by key.
 type cache struct {
-	lru *expirable.LRU[string, ClaimResult]
+	lru *expirable.LRU[string, driver.ClaimResult]
 }
 
 func newCache(size int, ttl time.Duration) *cache {
-	return &cache{lru: expirable.NewLRU[string, ClaimResult](size, nil, ttl)}
+	return &cache{lru: expirable.NewLRU[string, driver.ClaimResult](size, nil, ttl)}
 }
 
 // get answers a duplicate of key with payloadHash from the cache.
-func (c *cache) get(key, payloadHash string) (ClaimResult, bool) {
+func (c *cache) get(key, payloadHash string) (driver.ClaimResult, bool) {
 	if c == nil {
-		return ClaimResult{}, false
+		return driver.ClaimResult{}, false
 	}
 	res, ok := c.lru.Get(key)
 	if !ok {
@@ -46,11 +48,11 @@ func (c *cache) get(key, payloadHash string) (ClaimResult, bool) {
 }
 
 // put remembers a terminal record.
-func (c *cache) put(rec Record) {
+func (c *cache) put(rec driver.Record) {
 	if c == nil || !rec.Status.Terminal() || rec.PayloadHash == "" {
 		return
 	}
-	c.lru.Add(rec.Key, ClaimResult{Decision: DecisionRepeatDone, Record: rec})
+	c.lru.Add(rec.Key, driver.ClaimResult{Decision: DecisionRepeatDone, Record: rec})
 }
 
 func (c *cache) forget(key string) {

@@ -1,6 +1,8 @@
 package idempotency
 
 import (
+	"github.com/idemgate/idemgate/idempotency/driver"
+
 	"context"
 	"errors"
 	"fmt"
@@ -9,33 +11,33 @@ import (
 // Outcome is what Do answers, first time and every time after. Its JSON is the
 // outcome of docs/design.md §9 (without request_id, which the caller adds).
 type Outcome struct {
-	Key       string   `json:"idempotency_key"`
-	Status    Status   `json:"status"`
-	Duplicate bool     `json:"duplicate"`
-	Decision  Decision `json:"decision"`
-	Attempt   int      `json:"attempt"`
-	Fence     int64    `json:"fence"`
-	ResultRef string   `json:"result_ref"`
-	ErrorCode string   `json:"error_code,omitempty"`
-	Error     string   `json:"error,omitempty"`
+	Key       string        `json:"idempotency_key"`
+	Status    driver.Status `json:"status"`
+	Duplicate bool          `json:"duplicate"`
+	Decision  Decision      `json:"decision"`
+	Attempt   int           `json:"attempt"`
+	Fence     int64         `json:"fence"`
+	ResultRef string        `json:"result_ref"`
+	ErrorCode string        `json:"error_code,omitempty"`
+	Error     string        `json:"error,omitempty"`
 }
 
-// OutcomeOf describes a claim result that the caller did not own.
-func OutcomeOf(res ClaimResult) Outcome {
+// outcomeOf describes a claim result that the caller did not own.
+func outcomeOf(res driver.ClaimResult) Outcome {
 	r := res.Record
 	return Outcome{Key: r.Key, Status: r.Status, Duplicate: res.Decision.Duplicate(), Decision: res.Decision,
 		Attempt: r.Attempt, Fence: r.Fence, ResultRef: r.ResultRef, ErrorCode: r.LastErrorCode, Error: r.LastError}
 }
 
-// StoredError is the error a duplicate of a finished-but-failed key answers:
+// storedError is the error a duplicate of a finished-but-failed key answers:
 // the same class and code as the original failure, without running again.
-func StoredError(res ClaimResult) error {
+func storedError(res driver.ClaimResult) error {
 	switch {
 	case res.Decision == DecisionPayloadMismatch:
 		return Final("payload_mismatch", ErrPayloadMismatch)
 	case res.Decision == DecisionRepeatOther:
 		return ErrInProgress
-	case res.Record.Status == StatusFailedFinal:
+	case res.Record.Status == driver.StatusFailedFinal:
 		return &Error{Class: ClassFinal, Code: res.Record.LastErrorCode, Err: errors.New(res.Record.LastError)}
 	}
 	return nil
@@ -54,7 +56,7 @@ func StoredError(res ClaimResult) error {
 //
 // If fn fails, its error is classified ([Classify]) and recorded; the
 // returned error is a *Error whose Retryable tells whether to deliver again.
-// A result over [MaxResultRef] bytes is recorded as a FINAL result_too_large
+// A result over [driver.MaxResultRef] bytes is recorded as a FINAL result_too_large
 // failure. When the key's attempt budget is spent but a takeover is due (a
 // worker died), fn does not run and the key ends FAILED_FINAL
 // attempts_exhausted, unless req.AllowSalvage lets fn complete from saved
@@ -72,9 +74,9 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 		return Outcome{Key: req.Key}, err
 	}
 	if l == nil {
-		return OutcomeOf(res), StoredError(res)
+		return outcomeOf(res), storedError(res)
 	}
-	out := Outcome{Key: l.Key, Status: StatusRunning, Duplicate: res.Decision.Duplicate(), Decision: res.Decision,
+	out := Outcome{Key: l.Key, Status: driver.StatusRunning, Duplicate: res.Decision.Duplicate(), Decision: res.Decision,
 		Attempt: l.Attempt, Fence: l.Fence}
 	kctx, stop := l.KeepAlive(ctx)
 	defer stop()
@@ -96,7 +98,7 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 	var ref string
 	var ferr error
 	if l.salvage && !req.AllowSalvage {
-		ferr = ExhaustedError(l.Attempt) // fn cannot complete from saved work: do not run it again
+		ferr = exhaustedError(l.Attempt) // fn cannot complete from saved work: do not run it again
 	} else {
 		ref, ferr = fn(kctx, l)
 	}
@@ -109,7 +111,7 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 		if err := l.Complete(ctx, ref); err != nil {
 			return out, err
 		}
-		out.Status, out.ResultRef = StatusSucceeded, ref
+		out.Status, out.ResultRef = driver.StatusSucceeded, ref
 		return out, nil
 	}
 	if errors.Is(context.Cause(kctx), ErrLeaseLost) {
@@ -121,7 +123,7 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 	}
 	class, code := Classify(ferr)
 	out.Status, out.ErrorCode, out.Error = st, code, truncate(message(ferr), 1000)
-	if st == StatusFailedFinal {
+	if st == driver.StatusFailedFinal {
 		class = ClassFinal
 	}
 	if e, ok := ferr.(*Error); ok && e.Code == code {
@@ -138,20 +140,23 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 // IDEMGATE_ENV=production.
 func WithDisabled() Option { return func(o *options) { o.disabled = true } }
 
-// DecisionDisabled is the decision of every call of a disabled engine.
-const DecisionDisabled Decision = "DISABLED"
-
 func (e *Engine) doDisabled(ctx context.Context, req ClaimRequest, fn func(ctx context.Context, l *Lease) (string, error)) (Outcome, error) {
-	out := Outcome{Key: req.Key, Decision: DecisionDisabled, Status: StatusSucceeded}
+	out := Outcome{Key: req.Key, Decision: DecisionDisabled, Status: driver.StatusSucceeded}
 	ref, err := fn(ctx, &Lease{e: e, Key: req.Key, Owner: req.Owner, disabled: true})
 	if err != nil {
 		class, code := Classify(err)
-		out.Status, out.ErrorCode, out.Error = StatusFailedRetryable, code, truncate(message(err), 1000)
+		out.Status, out.ErrorCode, out.Error = driver.StatusFailedRetryable, code, truncate(message(err), 1000)
 		if class == ClassFinal {
-			out.Status = StatusFailedFinal
+			out.Status = driver.StatusFailedFinal
 		}
 		return out, err
 	}
 	out.ResultRef = ref
 	return out, nil
+}
+
+// exhaustedError is the failure a salvage records when no saved work is
+// left to complete from.
+func exhaustedError(attempts int) error {
+	return Final(driver.ExhaustedCode, fmt.Errorf("attempt budget spent after %d attempts", attempts))
 }

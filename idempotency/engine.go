@@ -1,6 +1,8 @@
 package idempotency
 
 import (
+	"github.com/idemgate/idemgate/idempotency/driver"
+
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +17,10 @@ import (
 const (
 	DefaultLease       = 60 * time.Second
 	DefaultMaxAttempts = 3
-	DefaultFastTimeout = 50 * time.Millisecond
-	DefaultFastBackoff = time.Second
-	// DefaultUnconfirmedGrace: see WithUnconfirmedGrace.
-	DefaultUnconfirmedGrace = time.Second
+	defaultFastTimeout = 50 * time.Millisecond
+	defaultFastBackoff = time.Second
+	// defaultUnconfirmedGrace: see WithUnconfirmedGrace.
+	defaultUnconfirmedGrace = time.Second
 	// terminalWriteTimeout bounds Complete and Fail, which run detached from the
 	// caller's context so that a timed-out invocation still records its end.
 	terminalWriteTimeout = 5 * time.Second
@@ -27,8 +29,8 @@ const (
 // Engine claims keys and records outcomes. It is safe for concurrent use;
 // build one per process and share it.
 type Engine struct {
-	store Store
-	fast  FastLayer
+	store driver.Store
+	fast  driver.FastLayer
 	o     options
 
 	fastDownUntil atomic.Int64 // unix nanos; the fast layer is skipped until then
@@ -44,11 +46,11 @@ type options struct {
 	fastBackoff  time.Duration
 	unconfirmed  time.Duration
 	log          *slog.Logger
-	fast         FastLayer
+	fast         driver.FastLayer
 	observe      func(Decision, bool)
 	finishWindow time.Duration
 	finishMax    int
-	blobs        BlobStore
+	blobs        driver.BlobStore
 	waitInFlight time.Duration
 	disabled     bool
 	cacheSize    int
@@ -59,7 +61,7 @@ type options struct {
 type Option func(*options)
 
 // WithFastLayer adds the Redis tier (default: none, the Store alone).
-func WithFastLayer(f FastLayer) Option { return func(o *options) { o.fast = f } }
+func WithFastLayer(f driver.FastLayer) Option { return func(o *options) { o.fast = f } }
 
 // WithLease sets the lease a claim takes and renewals extend (default 60 s,
 // LEASE_SECONDS). A lease is never longer than the context's deadline.
@@ -94,10 +96,10 @@ func WithUnconfirmedGrace(d time.Duration) Option { return func(o *options) { o.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // New builds an engine on a durable store.
-func New(store Store, opts ...Option) *Engine {
-	o := options{lease: DefaultLease, maxAttempts: DefaultMaxAttempts, fastTimeout: DefaultFastTimeout,
-		fastBackoff: DefaultFastBackoff, unconfirmed: DefaultUnconfirmedGrace, log: slog.Default(),
-		finishWindow: DefaultFinishWindow, finishMax: DefaultFinishBatch}
+func New(store driver.Store, opts ...Option) *Engine {
+	o := options{lease: DefaultLease, maxAttempts: DefaultMaxAttempts, fastTimeout: defaultFastTimeout,
+		fastBackoff: defaultFastBackoff, unconfirmed: defaultUnconfirmedGrace, log: slog.Default(),
+		finishWindow: defaultFinishWindow, finishMax: defaultFinishBatch}
 	e := &Engine{store: store}
 	for _, opt := range opts {
 		opt(&o)
@@ -116,7 +118,7 @@ func New(store Store, opts ...Option) *Engine {
 }
 
 // Store returns the durable store (operators' tools read through it).
-func (e *Engine) Store() Store { return e.store }
+func (e *Engine) Store() driver.Store { return e.store }
 
 // MaxAttempts is the engine's attempt budget.
 func (e *Engine) MaxAttempts() int { return e.o.maxAttempts }
@@ -147,10 +149,10 @@ func (e *Engine) fill(ctx context.Context, req ClaimRequest) (ClaimRequest, erro
 // Claim asks for the lease on req.Key: first the fast layer, which may answer
 // a duplicate at once, then the Store, which decides. The Lease is non-nil
 // exactly when the decision is owned.
-func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lease, error) {
+func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResult, *Lease, error) {
 	req, err := e.fill(ctx, req)
 	if err != nil {
-		return ClaimResult{}, nil, err
+		return driver.ClaimResult{}, nil, err
 	}
 	if res, ok := e.cache.get(req.Key, req.PayloadHash); ok {
 		e.stats.count(res.Decision, true)
@@ -159,27 +161,27 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 	fastClaimed := false
 	if ans, ok := e.fastClaim(ctx, req); ok {
 		switch {
-		case ans.Verdict == FastRepeatOther && (ans.Unconfirmed || ans.Record.Fence == 0) && req.Lease-ans.LeaseLeft >= e.o.unconfirmed:
+		case ans.Verdict == driver.FastRepeatOther && (ans.Unconfirmed || ans.Record.Fence == 0) && req.Lease-ans.LeaseLeft >= e.o.unconfirmed:
 			// Unconfirmed for longer than a live claimant needs to reach the
 			// Store (the age is estimated from our own lease, which the
 			// claimant's matches): let the Store decide.
-		case ans.Verdict == FastRepeatOther:
+		case ans.Verdict == driver.FastRepeatOther:
 			e.stats.count(DecisionRepeatOther, true)
 			ans.Record.Key = req.Key
-			return ClaimResult{Decision: DecisionRepeatOther, Record: ans.Record, LeaseLeft: ans.LeaseLeft, Source: "redis"}, nil, nil
-		case ans.Verdict == FastSucceeded || ans.Verdict == FastFailedFinal:
+			return driver.ClaimResult{Decision: DecisionRepeatOther, Record: ans.Record, LeaseLeft: ans.LeaseLeft, Source: "redis"}, nil, nil
+		case ans.Verdict == driver.FastSucceeded || ans.Verdict == driver.FastFailedFinal:
 			e.stats.count(DecisionRepeatDone, true)
 			ans.Record.Key, ans.Record.PayloadHash = req.Key, req.PayloadHash // a terminal answer means it matched
 			e.cache.put(ans.Record)
-			return ClaimResult{Decision: DecisionRepeatDone, Record: ans.Record, Source: "redis"}, nil, nil
-		case ans.Verdict == FastFirst:
+			return driver.ClaimResult{Decision: DecisionRepeatDone, Record: ans.Record, Source: "redis"}, nil, nil
+		case ans.Verdict == driver.FastFirst:
 			fastClaimed = true
 		}
 	}
 	res, err := e.store.Claim(ctx, req)
 	if err != nil {
 		e.fastDo(ctx, "release", func(c context.Context) error { return e.fast.Release(c, req.Key, req.Owner) })
-		return ClaimResult{}, nil, storeErr("claim", err)
+		return driver.ClaimResult{}, nil, storeErr("claim", err)
 	}
 	e.stats.count(res.Decision, false)
 	e.cache.put(res.Record)
@@ -197,36 +199,13 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, *Lea
 }
 
 // Get reads the durable record.
-func (e *Engine) Get(ctx context.Context, key string) (Record, error) {
+func (e *Engine) Get(ctx context.Context, key string) (driver.Record, error) {
 	rec, err := e.store.Get(ctx, key)
 	return rec, storeErr("get", err)
 }
 
-// Republish mirrors rec in the fast layer as the store is about to hold it
-// after an operator's reset, which moves its fence on: the entry at the new
-// fence keeps any older state (a duplicate that read the record before the
-// reset and publishes late) from landing. If the fast layer cannot be
-// written, the entry is dropped instead; if that fails too, it may answer the
-// old state until it expires (DEDUP_TTL_SECONDS).
-func (e *Engine) Republish(ctx context.Context, rec Record) {
-	e.cache.forget(rec.Key)
-	if e.fast == nil {
-		return
-	}
-	if !e.fastDo(ctx, "republish", func(c context.Context) error { return e.fast.Publish(c, rec, 0) }) {
-		e.fastDownUntil.Store(0) // one more try now, whatever the back-off says
-		e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, rec.Key) })
-	}
-}
-
-// Forget drops key's fast-layer entry (a reset that did not reach the
-// store leaves nothing to fence).
-func (e *Engine) Forget(ctx context.Context, key string) {
-	e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, key) })
-}
-
-func (e *Engine) fastClaim(ctx context.Context, req ClaimRequest) (FastAnswer, bool) {
-	var ans FastAnswer
+func (e *Engine) fastClaim(ctx context.Context, req ClaimRequest) (driver.FastAnswer, bool) {
+	var ans driver.FastAnswer
 	ok := e.fastDo(ctx, "claim", func(c context.Context) (err error) {
 		ans, err = e.fast.Claim(c, req.Key, req.Owner, req.Try, req.PayloadHash, req.Lease)
 		return err
@@ -234,7 +213,7 @@ func (e *Engine) fastClaim(ctx context.Context, req ClaimRequest) (FastAnswer, b
 	return ans, ok
 }
 
-func (e *Engine) publish(ctx context.Context, rec Record, leaseLeft time.Duration) {
+func (e *Engine) publish(ctx context.Context, rec driver.Record, leaseLeft time.Duration) {
 	e.fastDo(ctx, "publish", func(c context.Context) error { return e.fast.Publish(c, rec, leaseLeft) })
 }
 
@@ -280,13 +259,13 @@ type Lease struct {
 
 // Salvage reports whether this lease was granted past the attempt budget:
 // the caller may only complete from work an earlier attempt saved (an
-// output object it left behind), or record [ExhaustedError]; it must not
+// output object it left behind), or record [exhaustedError]; it must not
 // do the work again.
 func (l *Lease) Salvage() bool { return l.salvage }
 
 // snapshot is the record as this lease last wrote it, for the fast layer.
-func (l *Lease) snapshot(st Status) Record {
-	return Record{Key: l.Key, Status: st, Fence: l.Fence, Attempt: l.Attempt, LeaseOwner: l.Owner, LeaseTry: l.try,
+func (l *Lease) snapshot(st driver.Status) driver.Record {
+	return driver.Record{Key: l.Key, Status: st, Fence: l.Fence, Attempt: l.Attempt, LeaseOwner: l.Owner, LeaseTry: l.try,
 		PayloadHash: l.payloadHash}
 }
 
@@ -306,12 +285,12 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.e.store.Renew(ctx, l.Key, l.Fence, d); err != nil {
 		return storeErr("renew", err)
 	}
-	l.e.publish(ctx, l.snapshot(StatusRunning), d)
+	l.e.publish(ctx, l.snapshot(driver.StatusRunning), d)
 	return nil
 }
 
 // Complete records SUCCEEDED with resultRef. ErrLeaseLost means another worker
-// owns the key now: publish nothing. A resultRef over [MaxResultRef] bytes
+// owns the key now: publish nothing. A resultRef over [driver.MaxResultRef] bytes
 // is refused with a FINAL result_too_large error before anything is written.
 // When the claim asked for FinishAfter, the completion leaves a finish
 // pending under this lease's owner: see [Lease.Finisher].
@@ -319,7 +298,7 @@ func (l *Lease) Complete(ctx context.Context, resultRef string) error {
 	if err := checkResult(resultRef); err != nil {
 		return err
 	}
-	comp := Completion{ResultRef: resultRef}
+	comp := driver.Completion{ResultRef: resultRef}
 	if l.finishAfter {
 		comp.FinishLease = l.lease
 	}
@@ -329,20 +308,20 @@ func (l *Lease) Complete(ctx context.Context, resultRef string) error {
 		return storeErr("complete", err)
 	}
 	l.completed = l.finishAfter
-	rec := l.snapshot(StatusSucceeded)
+	rec := l.snapshot(driver.StatusSucceeded)
 	rec.ResultRef = resultRef
 	l.e.publish(ctx, rec, 0)
 	l.e.cache.put(rec)
 	return nil
 }
 
-// ResultTooLargeCode is the error code of a result over MaxResultRef.
-const ResultTooLargeCode = "result_too_large"
+// resultTooLargeCode is the error code of a result over MaxResultRef.
+const resultTooLargeCode = "result_too_large"
 
 func checkResult(ref string) error {
-	if len(ref) > MaxResultRef {
-		return Final(ResultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (store a reference to it)",
-			len(ref), MaxResultRef))
+	if len(ref) > driver.MaxResultRef {
+		return Final(resultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (store a reference to it)",
+			len(ref), driver.MaxResultRef))
 	}
 	return nil
 }
@@ -360,13 +339,13 @@ func (l *Lease) Finisher() *Finisher {
 // Fail records cause, classified (see [Classify]): FAILED_FINAL when it is
 // FINAL or the attempt budget is spent, else FAILED_RETRYABLE. It returns the
 // status recorded.
-func (l *Lease) Fail(ctx context.Context, cause error) (Status, error) {
+func (l *Lease) Fail(ctx context.Context, cause error) (driver.Status, error) {
 	class, code := Classify(cause)
-	st := StatusFailedRetryable
+	st := driver.StatusFailedRetryable
 	if class == ClassFinal || l.Attempt >= l.maxAttempts {
-		st = StatusFailedFinal
+		st = driver.StatusFailedFinal
 	}
-	f := Failure{Final: st == StatusFailedFinal, Code: code, Message: truncate(message(cause), 1000)}
+	f := driver.Failure{Final: st == driver.StatusFailedFinal, Code: code, Message: truncate(message(cause), 1000)}
 	c, cancel := detached(ctx)
 	defer cancel()
 	if err := l.e.store.Fail(c, l.Key, l.Fence, f); err != nil {
@@ -482,17 +461,17 @@ type Finisher struct {
 // same try waits). The Finisher is nil unless the decision is owned; it is
 // REPEAT_DONE when no finish is pending and REPEAT_OTHER while another
 // holder's lease runs.
-func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (ClaimResult, *Finisher, error) {
+func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (driver.ClaimResult, *Finisher, error) {
 	lease := e.o.lease
 	if dl, ok := ctx.Deadline(); ok {
 		lease = min(lease, time.Until(dl))
 	}
 	if lease <= 0 {
-		return ClaimResult{}, nil, Retryable("timeout", context.DeadlineExceeded)
+		return driver.ClaimResult{}, nil, Retryable("timeout", context.DeadlineExceeded)
 	}
-	res, err := e.store.ClaimFinish(ctx, FinishRequest{Key: key, Owner: owner, Try: try, Lease: lease})
+	res, err := e.store.ClaimFinish(ctx, driver.FinishRequest{Key: key, Owner: owner, Try: try, Lease: lease})
 	if err != nil {
-		return ClaimResult{}, nil, storeErr("claim finish", err)
+		return driver.ClaimResult{}, nil, storeErr("claim finish", err)
 	}
 	if !res.Decision.Owned() {
 		return res, nil, nil
@@ -525,5 +504,5 @@ func (f *Finisher) Fail(ctx context.Context, cause error) error {
 	c, cancel := detached(ctx)
 	defer cancel()
 	return storeErr("fail finish", f.e.store.Finish(c, f.Key, f.Owner, f.try,
-		&Failure{Final: class == ClassFinal, Code: code, Message: truncate(message(cause), 1000)}))
+		&driver.Failure{Final: class == ClassFinal, Code: code, Message: truncate(message(cause), 1000)}))
 }

@@ -4,22 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
-// Sentinel errors. Callers test them with errors.Is.
+// Errors a caller tests with errors.Is. Every error the engine returns for
+// a failed claim or completion is classified (see [Classify]).
 var (
-	// ErrLeaseLost: the fence moved on (another worker took over) or the record
-	// left RUNNING. The caller must stop and publish nothing.
-	ErrLeaseLost = errors.New("idempotency: lease lost")
-	// ErrNotFound: no record for the key.
-	ErrNotFound = errors.New("idempotency: record not found")
-	// ErrPayloadMismatch: the key exists with another payload hash.
-	ErrPayloadMismatch = errors.New("idempotency: same key, different payload")
-	// ErrStoreUnavailable: the durable store could not be reached. Nothing was
-	// executed; the invocation should fail retryably.
-	ErrStoreUnavailable = errors.New("idempotency: durable store unavailable")
-	// ErrInProgress: another owner holds a live lease on the key.
+	// ErrInProgress: another owner holds a live lease on the key; the
+	// delivery should be retried later (or wait: [WithWaitInFlight]).
 	ErrInProgress = errors.New("idempotency: in progress elsewhere")
+	// ErrPayloadMismatch: the key exists with another payload hash; the
+	// delivery is refused FINAL (payload_mismatch).
+	ErrPayloadMismatch = driver.ErrPayloadMismatch
+	// ErrStoreUnavailable: the durable store could not be reached. Nothing
+	// was executed; the invocation should fail retryably.
+	ErrStoreUnavailable = errors.New("idempotency: durable store unavailable")
+	// ErrLeaseLost: the fence moved on (another worker took over) or the
+	// record left RUNNING. The caller must stop and publish nothing.
+	ErrLeaseLost = driver.ErrLeaseLost
 )
 
 // Class is the retry class of a failure (docs/design.md §10).
@@ -86,6 +89,8 @@ func Classify(err error) (Class, string) {
 		return ClassRetryable, "lease_lost"
 	case errors.Is(err, ErrStoreUnavailable):
 		return ClassRetryable, "store_unavailable"
+	case errors.Is(err, driver.ErrInvalid):
+		return ClassFinal, "invalid_request"
 	default:
 		return ClassUnknown, "unknown"
 	}
@@ -97,7 +102,7 @@ func storeErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, s := range []error{ErrLeaseLost, ErrNotFound, ErrPayloadMismatch, ErrInProgress, ErrStoreUnavailable} {
+	for _, s := range []error{ErrLeaseLost, driver.ErrNotFound, ErrPayloadMismatch, driver.ErrNotReplayable, driver.ErrInvalid, ErrInProgress, ErrStoreUnavailable} {
 		if errors.Is(err, s) {
 			return err
 		}

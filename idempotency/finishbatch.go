@@ -8,8 +8,8 @@ import (
 
 // Defaults of WithFinishBatch.
 const (
-	DefaultFinishWindow = time.Second
-	DefaultFinishBatch  = 256
+	defaultFinishWindow = time.Second
+	defaultFinishBatch  = 256
 )
 
 // WithFinishBatch sets how [Finisher.DoneLater] batches its writes: at most

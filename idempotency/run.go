@@ -1,6 +1,8 @@
 package idempotency
 
 import (
+	"github.com/idemgate/idemgate/idempotency/driver"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,19 +10,10 @@ import (
 	"strings"
 )
 
-// BlobStore keeps results too large for the record (see [WithBlobStore]).
-// Put is create-once: writing the same key again with the same bytes
-// succeeds, with other bytes fails. ossresult.Blobs adapts the OSS and
-// local-directory result stores.
-type BlobStore interface {
-	Put(ctx context.Context, key string, data []byte) error
-	Get(ctx context.Context, key string) ([]byte, error)
-}
-
 // WithBlobStore lets [Run] keep results larger than the record holds
-// ([MaxResultRef]) in b, the record naming them; without one such a result
+// ([driver.MaxResultRef]) in b, the record naming them; without one such a result
 // is refused FINAL (result_too_large), before anything could run again.
-func WithBlobStore(b BlobStore) Option { return func(o *options) { o.blobs = b } }
+func WithBlobStore(b driver.BlobStore) Option { return func(o *options) { o.blobs = b } }
 
 // Run is [Engine.Do] for a typed result: fn's T is stored as JSON and every
 // later delivery gets the same T back, zero values and empty results
@@ -39,7 +32,7 @@ func Run[T any](ctx context.Context, e *Engine, req ClaimRequest, fn func(ctx co
 		fresh, ran = v, true
 		return e.encodeResult(ctx, l, v)
 	})
-	if err != nil || out.Status != StatusSucceeded {
+	if err != nil || out.Status != driver.StatusSucceeded {
 		var zero T
 		return zero, out, err
 	}
@@ -61,12 +54,12 @@ func (e *Engine) encodeResult(ctx context.Context, l *Lease, v any) (string, err
 	if err != nil {
 		return "", Final("result_unencodable", fmt.Errorf("result is not JSON: %w", err))
 	}
-	if ref := inlinePrefix + string(data); len(ref) <= MaxResultRef {
+	if ref := inlinePrefix + string(data); len(ref) <= driver.MaxResultRef {
 		return ref, nil
 	}
 	if e.o.blobs == nil {
-		return "", Final(ResultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (give the engine a blob store)",
-			len(data), MaxResultRef))
+		return "", Final(resultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (give the engine a blob store)",
+			len(data), driver.MaxResultRef))
 	}
 	key := fmt.Sprintf("idempotency-results/%s/fence-%d.json", l.Key, l.Fence)
 	if err := e.o.blobs.Put(ctx, key, data); err != nil {

@@ -57,3 +57,7 @@ func (e *Engine) Stats() Stats {
 	s.FastSkipped = e.stats.fastSkipped.Load()
 	return s
 }
+
+// WithObserver calls fn for every claim decision (fast: answered by the fast
+// layer), e.g. to keep per-minute counters in the store.
+func WithObserver(fn func(d Decision, fast bool)) Option { return func(o *options) { o.observe = fn } }

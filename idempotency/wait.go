@@ -1,6 +1,8 @@
 package idempotency
 
 import (
+	"github.com/idemgate/idemgate/idempotency/driver"
+
 	"context"
 	"errors"
 	"time"
@@ -23,7 +25,7 @@ const (
 
 // waitInFlight polls key until its record leaves the in-progress state it
 // was found in, or the wait ends; then it answers as a claim would.
-func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res ClaimResult) (ClaimResult, *Lease, error) {
+func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.ClaimResult) (driver.ClaimResult, *Lease, error) {
 	end := time.Now().Add(e.o.waitInFlight)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
 		end = dl
@@ -35,7 +37,7 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res ClaimRe
 		}
 		rec, err := e.store.Get(ctx, req.Key)
 		switch {
-		case errors.Is(err, ErrNotFound): // the claimant never reached the store: claim
+		case errors.Is(err, driver.ErrNotFound): // the claimant never reached the store: claim
 			return e.Claim(ctx, req)
 		case err != nil:
 			return res, nil, nil // answer in progress, as without the wait
@@ -45,8 +47,8 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res ClaimRe
 				d = DecisionPayloadMismatch
 			}
 			e.publish(ctx, rec, 0)
-			return ClaimResult{Decision: d, Record: rec, Source: "wait"}, nil, nil
-		case rec.Status != StatusRunning || !time.Now().Before(rec.LeaseUntil.Add(-clockSlack)):
+			return driver.ClaimResult{Decision: d, Record: rec, Source: "wait"}, nil, nil
+		case rec.Status != driver.StatusRunning || !time.Now().Before(rec.LeaseUntil.Add(-clockSlack)):
 			return e.Claim(ctx, req) // failed, reset, or the owner's lease ran out: the store decides
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Field is one key of the function's log lines that the logstore indexes.
@@ -80,7 +81,7 @@ const (
 	MsgFailed      = "task failed"
 	MsgFastLayer   = "fast layer unavailable, going on with the durable store alone"
 	MsgSweepDone   = "sweep done"
-	ErrorExhausted = idempotency.ExhaustedCode
+	ErrorExhausted = driver.ExhaustedCode
 )
 
 func names(ds []idempotency.Decision) []string {

@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
@@ -25,8 +25,8 @@ import (
 // back by d (to the stores, d passes); fresh empties it for the next seed.
 type backend struct {
 	name  string
-	store durable
-	fast  idempotency.FastLayer
+	store driver.Maintainer
+	fast  driver.FastLayer
 	warp  func(w *world, d time.Duration) error
 	fresh func(t *testing.T)
 }
@@ -83,7 +83,7 @@ func truncate(t *testing.T, db *sql.DB) {
 	}
 }
 
-func warpDurable(s durable, d time.Duration) error {
+func warpDurable(s driver.Maintainer, d time.Duration) error {
 	switch s := s.(type) {
 	case *boltstore.Store:
 		return warpBolt(s.DB(), d)
@@ -121,7 +121,7 @@ func warpBolt(db *bolt.DB, d time.Duration) error {
 		type kv struct{ k, v []byte }
 		var out []kv
 		err := b.ForEach(func(k, v []byte) error {
-			var r idempotency.Record
+			var r driver.Record
 			if err := json.Unmarshal(v, &r); err != nil {
 				return err
 			}

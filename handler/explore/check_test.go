@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/handler"
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
@@ -15,7 +15,7 @@ import (
 
 // checkFastAnswer: a terminal state answered by Redis is the one the
 // durable store holds (Redis never contradicts the store).
-func (w *world) checkFastAnswer(a *actor, key string, ans idempotency.FastAnswer) {
+func (w *world) checkFastAnswer(a *actor, key string, ans driver.FastAnswer) {
 	if w.now < w.staleUntil[key] {
 		return
 	}
@@ -32,7 +32,7 @@ func (w *world) checkFastAnswer(a *actor, key string, ans idempotency.FastAnswer
 
 // checkReset: a replay never changes a record whose payload hash differs
 // from the replayed event's.
-func (w *world) checkReset(a *actor, key string, before idempotency.Record) {
+func (w *world) checkReset(a *actor, key string, before driver.Record) {
 	after, err := w.be.store.Get(context.Background(), key)
 	if err != nil || before.Status == "" {
 		return
@@ -49,7 +49,7 @@ func (w *world) checkReset(a *actor, key string, before idempotency.Record) {
 
 // checkFail: a FINAL answer of the model is recorded FINAL by the attempt
 // that got it (then no later attempt pays for the same refusal again).
-func (w *world) checkFail(a *actor, key string, f idempotency.Failure) {
+func (w *world) checkFail(a *actor, key string, f driver.Failure) {
 	k := w.parent[key]
 	if a.modelFinal[k] && !f.Final {
 		w.violate("%s: the model refused %s for good, and %s was recorded %s (retryable)", a.name, k, key, f.Code)
@@ -80,7 +80,7 @@ func (w *world) checkEnd() {
 		}
 		seen[k] = true
 		rec, err := w.be.store.Get(ctx, k)
-		if errors.Is(err, idempotency.ErrNotFound) {
+		if errors.Is(err, driver.ErrNotFound) {
 			if len(w.successes[k]) > 0 {
 				w.violate("%s answered SUCCEEDED but has no record", k)
 			}
@@ -98,7 +98,7 @@ func (w *world) checkEnd() {
 	}
 }
 
-func (w *world) checkRecord(rec idempotency.Record) {
+func (w *world) checkRecord(rec driver.Record) {
 	k := rec.Key
 	if !rec.Status.Terminal() {
 		w.violate("%s ended %s (attempt %d, fence %d, %s)", k, rec.Status, rec.Attempt, rec.Fence, rec.LastErrorCode)
@@ -111,7 +111,7 @@ func (w *world) checkRecord(rec idempotency.Record) {
 	if rec.Attempt > maxAttempts+resets {
 		w.violate("%s: %d attempts, budget %d + %d replays", k, rec.Attempt, maxAttempts, resets)
 	}
-	if rec.Status == idempotency.StatusSucceeded {
+	if rec.Status == driver.StatusSucceeded {
 		w.checkSucceeded(rec)
 	}
 }
@@ -119,9 +119,9 @@ func (w *world) checkRecord(rec idempotency.Record) {
 // checkSucceeded: one approved object, equal to the output result_ref names;
 // every success answer named that result_ref; notified if the stored input
 // asks for it.
-func (w *world) checkSucceeded(rec idempotency.Record) {
+func (w *world) checkSucceeded(rec driver.Record) {
 	ctx, k := context.Background(), rec.Key
-	if rec.Finish != idempotency.FinishDone {
+	if rec.Finish != driver.FinishDone {
 		w.violate("%s: SUCCEEDED with its finish %q (%s) after the sweeper ran to a standstill", k, rec.Finish, rec.LastErrorCode)
 	}
 	for _, ref := range w.successes[k] {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/ossresult"
 )
@@ -335,7 +336,7 @@ func (w *world) answer(a *actor, body []byte) handler.Outcome {
 
 func (w *world) noteOutcome(a *actor, o handler.Outcome) {
 	w.tracef("%s answered %s %s %s %s", a.name, o.Status, o.Decision, o.ErrorType, o.ResultRef)
-	if o.Status == string(idempotency.StatusSucceeded) && o.ErrorType == "" {
+	if o.Status == string(driver.StatusSucceeded) && o.ErrorType == "" {
 		w.successes[o.IdempotencyKey] = append(w.successes[o.IdempotencyKey], o.ResultRef)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler/llm"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
@@ -37,20 +38,14 @@ func call(a *actor, point string, failure error, fn func() error) error {
 // storeErr is a dropped connection, as the driver reports it.
 var storeErr = fmt.Errorf("%w: driver: bad connection", errInjected)
 
-// durable is what the pipeline needs of a store.
-type durable interface {
-	idempotency.Store
-	idempotency.Maintainer
-}
-
 type storeW struct {
 	a *actor
-	s durable
+	s driver.Maintainer
 }
 
 func (s *storeW) w() *world { return s.a.w }
 
-func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r idempotency.ClaimResult, err error) {
+func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r driver.ClaimResult, err error) {
 	err = call(s.a, "store.Claim "+req.Key, storeErr, func() error { r, err = s.s.Claim(ctx, req); return err })
 	return r, err
 }
@@ -67,24 +62,24 @@ func (s *storeW) MarkFinished(ctx context.Context, keys []string) error {
 	return call(s.a, fmt.Sprintf("store.MarkFinished %v", keys), storeErr, func() error { return s.s.MarkFinished(ctx, keys) })
 }
 
-func (s *storeW) Complete(ctx context.Context, key string, fence int64, c idempotency.Completion) error {
+func (s *storeW) Complete(ctx context.Context, key string, fence int64, c driver.Completion) error {
 	return call(s.a, "store.Complete "+key, storeErr, func() error { return s.s.Complete(ctx, key, fence, c) })
 }
 
-func (s *storeW) ClaimFinish(ctx context.Context, req idempotency.FinishRequest) (r idempotency.ClaimResult, err error) {
+func (s *storeW) ClaimFinish(ctx context.Context, req driver.FinishRequest) (r driver.ClaimResult, err error) {
 	err = call(s.a, "store.ClaimFinish "+req.Key, storeErr, func() error { r, err = s.s.ClaimFinish(ctx, req); return err })
 	return r, err
 }
 
-func (s *storeW) Finish(ctx context.Context, key, owner string, try int, f *idempotency.Failure) error {
+func (s *storeW) Finish(ctx context.Context, key, owner string, try int, f *driver.Failure) error {
 	return call(s.a, "store.Finish "+key, storeErr, func() error { return s.s.Finish(ctx, key, owner, try, f) })
 }
 
-func (s *storeW) Defer(ctx context.Context, rec idempotency.Record, d time.Duration) error {
+func (s *storeW) Defer(ctx context.Context, rec driver.Record, d time.Duration) error {
 	return call(s.a, "store.Defer "+rec.Key, storeErr, func() error { return s.s.Defer(ctx, rec, d) })
 }
 
-func (s *storeW) Fail(ctx context.Context, key string, fence int64, f idempotency.Failure) error {
+func (s *storeW) Fail(ctx context.Context, key string, fence int64, f driver.Failure) error {
 	return call(s.a, "store.Fail "+key+" "+f.Code, storeErr, func() error {
 		if f.Final && f.Code == "input_missing" {
 			s.w().checkAbandon(s.a, key)
@@ -94,17 +89,17 @@ func (s *storeW) Fail(ctx context.Context, key string, fence int64, f idempotenc
 	})
 }
 
-func (s *storeW) Get(ctx context.Context, key string) (r idempotency.Record, err error) {
+func (s *storeW) Get(ctx context.Context, key string) (r driver.Record, err error) {
 	err = call(s.a, "store.Get "+key, storeErr, func() error { r, err = s.s.Get(ctx, key); return err })
 	return r, err
 }
 
-func (s *storeW) Candidates(ctx context.Context, limit int, grace time.Duration) (r []idempotency.Record, err error) {
+func (s *storeW) Candidates(ctx context.Context, limit int, grace time.Duration) (r []driver.Record, err error) {
 	err = call(s.a, "store.Candidates", storeErr, func() error { r, err = s.s.Candidates(ctx, limit, grace); return err })
 	return r, err
 }
 
-func (s *storeW) Reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
+func (s *storeW) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
 	err = call(s.a, "store.Reset "+key, storeErr, func() error {
 		before, _ := s.w().be.store.Get(ctx, key)
 		prior, after, err = s.s.Reset(ctx, key, rp)
@@ -114,31 +109,36 @@ func (s *storeW) Reset(ctx context.Context, key string, rp idempotency.Replay) (
 	return prior, after, err
 }
 
-func (s *storeW) Replays(ctx context.Context, key string) (r []idempotency.Replay, err error) {
+func (s *storeW) Replays(ctx context.Context, key string) (r []driver.Replay, err error) {
 	err = call(s.a, "store.Replays "+key, storeErr, func() error { r, err = s.s.Replays(ctx, key); return err })
 	return r, err
 }
 
-func (s *storeW) Stats(ctx context.Context, since time.Time) (r []idempotency.StatRow, err error) {
+func (s *storeW) Stats(ctx context.Context, since time.Time) (r []driver.StatRow, err error) {
 	return s.s.Stats(ctx, since)
 }
 
+// AddStats passes through: the explorer's invariants do not read counters.
+func (s *storeW) AddStats(ctx context.Context, rows []driver.StatRow) error {
+	return s.s.AddStats(ctx, rows)
+}
+
 // Purge passes through: the explorer's runs are shorter than any retention.
-func (s *storeW) Purge(ctx context.Context, r idempotency.PurgeRequest) (idempotency.PurgeReport, error) {
+func (s *storeW) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeReport, error) {
 	return s.s.Purge(ctx, r)
 }
 
 type fastW struct {
 	a *actor
-	f idempotency.FastLayer
+	f driver.FastLayer
 }
 
 var fastErr = fmt.Errorf("%w: redis: i/o timeout", errInjected)
 
-func (f *fastW) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (ans idempotency.FastAnswer, err error) {
+func (f *fastW) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (ans driver.FastAnswer, err error) {
 	err = call(f.a, "redis.Claim "+key, fastErr, func() error {
 		ans, err = f.f.Claim(ctx, key, owner, try, ph, lease)
-		if err == nil && (ans.Verdict == idempotency.FastSucceeded || ans.Verdict == idempotency.FastFailedFinal) {
+		if err == nil && (ans.Verdict == driver.FastSucceeded || ans.Verdict == driver.FastFailedFinal) {
 			f.a.w.checkFastAnswer(f.a, key, ans)
 		}
 		return err
@@ -146,7 +146,7 @@ func (f *fastW) Claim(ctx context.Context, key, owner string, try int, ph string
 	return ans, err
 }
 
-func (f *fastW) Publish(ctx context.Context, rec idempotency.Record, left time.Duration) error {
+func (f *fastW) Publish(ctx context.Context, rec driver.Record, left time.Duration) error {
 	return call(f.a, fmt.Sprintf("redis.Publish %s %s@%d", rec.Key, rec.Status, rec.Fence), fastErr,
 		func() error { return f.f.Publish(ctx, rec, left) })
 }

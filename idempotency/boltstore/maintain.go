@@ -12,19 +12,19 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 var stats = []byte("idempotency_stats")
 
 // Candidates lists the task records the sweeper should take up (see
-// idempotency.Maintainer). A local store is small: a scan is fine.
-func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) ([]idempotency.Record, error) {
+// driver.Maintainer). A local store is small: a scan is fine.
+func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) ([]driver.Record, error) {
 	now := s.now()
-	var out []idempotency.Record
+	var out []driver.Record
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(records).ForEach(func(_, v []byte) error {
-			var r idempotency.Record
+			var r driver.Record
 			if err := json.Unmarshal(v, &r); err != nil || r.ParentKey != "" {
 				return nil
 			}
@@ -41,24 +41,24 @@ func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) 
 	return out[:min(limit, len(out))], nil
 }
 
-// due is the sweeper's rule of idempotency.Maintainer.Candidates.
-func due(r idempotency.Record, now time.Time, grace time.Duration) bool {
+// due is the sweeper's rule of driver.Maintainer.Candidates.
+func due(r driver.Record, now time.Time, grace time.Duration) bool {
 	if now.Before(r.SweepAfter) {
 		return false
 	}
 	switch r.Status {
-	case idempotency.StatusRunning:
+	case driver.StatusRunning:
 		return !now.Before(r.LeaseUntil)
-	case idempotency.StatusFailedRetryable, idempotency.StatusReceived:
+	case driver.StatusFailedRetryable, driver.StatusReceived:
 		return r.UpdatedAt.Before(now.Add(-grace))
-	case idempotency.StatusSucceeded:
-		return r.Finish == idempotency.FinishPending && r.LeaseUntil.Before(now.Add(-grace))
+	case driver.StatusSucceeded:
+		return r.Finish == driver.FinishPending && r.LeaseUntil.Before(now.Add(-grace))
 	}
 	return false
 }
 
 // Defer sets the record aside for d if it is still as listed.
-func (s *Store) Defer(ctx context.Context, listed idempotency.Record, d time.Duration) error {
+func (s *Store) Defer(ctx context.Context, listed driver.Record, d time.Duration) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(records)
 		rec, err := get(b, listed.Key)
@@ -70,19 +70,19 @@ func (s *Store) Defer(ctx context.Context, listed idempotency.Record, d time.Dur
 	})
 }
 
-// Reset performs an audited operator reset (idempotency.ApplyReset); the
+// Reset performs an audited operator reset (driver.ApplyReset); the
 // steps it checkpointed stay.
-func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
+func (s *Store) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(records)
 		rec, err := get(b, key)
-		if err != nil && !errors.Is(err, idempotency.ErrNotFound) {
+		if err != nil && !errors.Is(err, driver.ErrNotFound) {
 			return err
 		}
 		now := s.now()
 		prior = rec // zero when there is no record: the audit row says so
 		if err == nil {
-			kind, err := idempotency.ApplyReset(&rec, rp, now)
+			kind, err := driver.ApplyReset(&rec, rp, now)
 			if err != nil {
 				return err
 			}
@@ -96,14 +96,14 @@ func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (p
 	return prior, after, err
 }
 
-func resetWrite(b *bolt.Bucket, rec idempotency.Record, kind idempotency.ResetKind, _ time.Time) error {
-	if kind == idempotency.ResetNothing {
+func resetWrite(b *bolt.Bucket, rec driver.Record, kind driver.ResetKind, _ time.Time) error {
+	if kind == driver.ResetNothing {
 		return nil
 	}
 	return put(b, rec)
 }
 
-func audit(tx *bolt.Tx, key string, prior idempotency.Status, rp idempotency.Replay, now time.Time) error {
+func audit(tx *bolt.Tx, key string, prior driver.Status, rp driver.Replay, now time.Time) error {
 	rp.Key, rp.PriorStatus, rp.CreatedAt = key, prior, now
 	rb := tx.Bucket(replays)
 	seq, _ := rb.NextSequence()
@@ -115,13 +115,13 @@ func audit(tx *bolt.Tx, key string, prior idempotency.Status, rp idempotency.Rep
 }
 
 // Replays lists the audit rows of key, oldest first.
-func (s *Store) Replays(ctx context.Context, key string) ([]idempotency.Replay, error) {
-	var out []idempotency.Replay
+func (s *Store) Replays(ctx context.Context, key string) ([]driver.Replay, error) {
+	var out []driver.Replay
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(replays).Cursor()
 		prefix := []byte(key + "/")
 		for k, v := c.Seek(prefix); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
-			var r idempotency.Replay
+			var r driver.Replay
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("replay row %q: %w", k, err)
 			}
@@ -133,7 +133,7 @@ func (s *Store) Replays(ctx context.Context, key string) ([]idempotency.Replay, 
 }
 
 // AddStats adds per-minute counters.
-func (s *Store) AddStats(ctx context.Context, rows []idempotency.StatRow) error {
+func (s *Store) AddStats(ctx context.Context, rows []driver.StatRow) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(stats)
 		if err != nil {
@@ -154,8 +154,8 @@ func (s *Store) AddStats(ctx context.Context, rows []idempotency.StatRow) error 
 }
 
 // Stats reads the counters from since on.
-func (s *Store) Stats(ctx context.Context, since time.Time) ([]idempotency.StatRow, error) {
-	var out []idempotency.StatRow
+func (s *Store) Stats(ctx context.Context, since time.Time) ([]driver.StatRow, error) {
+	var out []driver.StatRow
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(stats)
 		if b == nil {
@@ -168,7 +168,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time) ([]idempotency.StatR
 			if err != nil || len(v) != 8 {
 				continue
 			}
-			out = append(out, idempotency.StatRow{Minute: m, Name: name, Count: int64(binary.BigEndian.Uint64(v))})
+			out = append(out, driver.StatRow{Minute: m, Name: name, Count: int64(binary.BigEndian.Uint64(v))})
 		}
 		return nil
 	})

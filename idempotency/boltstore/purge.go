@@ -11,21 +11,21 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Purge deletes one bounded batch of what outlived its retention (see
-// idempotency.Maintainer) in one write transaction: bbolt serialises
+// driver.Maintainer) in one write transaction: bbolt serialises
 // writers, so nothing can change a record between the check and the
 // delete. A local store is small: it scans.
-func (s *Store) Purge(ctx context.Context, r idempotency.PurgeRequest) (idempotency.PurgeReport, error) {
-	var rep idempotency.PurgeReport
+func (s *Store) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeReport, error) {
+	var rep driver.PurgeReport
 	r, err := r.Check()
 	if err != nil {
 		return rep, err
 	}
 	err = s.update(ctx, func(b *bolt.Bucket) error {
-		rep = idempotency.PurgeReport{}
+		rep = driver.PurgeReport{}
 		tx := b.Tx()
 		now := s.now()
 		cutoff := now.Add(-r.OlderThan)
@@ -54,13 +54,13 @@ func (s *Store) Purge(ctx context.Context, r idempotency.PurgeRequest) (idempote
 // purgeRecords deletes up to limit purgeable records older than cutoff,
 // oldest first, whose steps are all older too, with their steps and their
 // audit rows older than cutoff; it reports whether it hit the limit.
-func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *idempotency.PurgeReport) (bool, error) {
+func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *driver.PurgeReport) (bool, error) {
 	b := tx.Bucket(records)
-	var due []idempotency.Record
+	var due []driver.Record
 	steps := map[string][]string{}
 	young := map[string]bool{} // parents with a step changed after cutoff
 	err := b.ForEach(func(k, v []byte) error {
-		var r idempotency.Record
+		var r driver.Record
 		if json.Unmarshal(v, &r) != nil {
 			return nil // Get reports a corrupt record; the purge leaves it
 		}
@@ -68,7 +68,7 @@ func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *idempotency.Pur
 		case r.ParentKey != "":
 			steps[r.ParentKey] = append(steps[r.ParentKey], r.Key)
 			young[r.ParentKey] = young[r.ParentKey] || !r.UpdatedAt.Before(cutoff)
-		case idempotency.Purgeable(r) && r.UpdatedAt.Before(cutoff):
+		case driver.Purgeable(r) && r.UpdatedAt.Before(cutoff):
 			due = append(due, r)
 		}
 		return nil
@@ -76,7 +76,7 @@ func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *idempotency.Pur
 	if err != nil {
 		return false, err
 	}
-	due = slices.DeleteFunc(due, func(r idempotency.Record) bool { return young[r.Key] })
+	due = slices.DeleteFunc(due, func(r driver.Record) bool { return young[r.Key] })
 	sort.Slice(due, func(i, j int) bool { return due[i].UpdatedAt.Before(due[j].UpdatedAt) })
 	full := len(due) >= limit
 	for _, r := range due[:min(limit, len(due))] {
@@ -86,7 +86,7 @@ func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *idempotency.Pur
 			}
 			rep.Steps++
 		}
-		n, err := deleteReplays(tx, r.Key, func(rp idempotency.Replay) bool { return rp.CreatedAt.Before(cutoff) })
+		n, err := deleteReplays(tx, r.Key, func(rp driver.Replay) bool { return rp.CreatedAt.Before(cutoff) })
 		if err != nil {
 			return false, err
 		}
@@ -100,12 +100,12 @@ func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *idempotency.Pur
 }
 
 // deleteReplays deletes key's audit rows that match.
-func deleteReplays(tx *bolt.Tx, key string, match func(idempotency.Replay) bool) (int64, error) {
+func deleteReplays(tx *bolt.Tx, key string, match func(driver.Replay) bool) (int64, error) {
 	c := tx.Bucket(replays).Cursor()
 	prefix := []byte(key + "/")
 	var gone [][]byte
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		var rp idempotency.Replay
+		var rp driver.Replay
 		if json.Unmarshal(v, &rp) == nil && match(rp) {
 			gone = append(gone, k)
 		}
@@ -121,7 +121,7 @@ func purgeOrphans(tx *bolt.Tx, cutoff time.Time, limit int) (int64, error) {
 	c := tx.Bucket(replays).Cursor()
 	for k, v := c.First(); k != nil && len(gone) < limit; k, v = c.Next() {
 		key, _, _ := strings.Cut(string(k), "/")
-		var rp idempotency.Replay
+		var rp driver.Replay
 		if recs.Get([]byte(key)) == nil && json.Unmarshal(v, &rp) == nil && rp.CreatedAt.Before(cutoff) {
 			gone = append(gone, k)
 		}

@@ -1,7 +1,7 @@
 // Package boltstore is the embedded durable store for runs without servers
 // (MYSQL_DSN unset): one bbolt file under STATE_DIR. bbolt serialises write
 // transactions, so a claim is decided and written atomically; the file
-// survives restarts. It keeps the idempotency.Store contract for goroutines
+// survives restarts. It keeps the driver.Store contract for goroutines
 // of one process; bbolt's file lock keeps a second process out (it waits, then
 // fails with a clear error) — several processes need MySQL.
 package boltstore
@@ -18,7 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 var (
@@ -26,13 +26,13 @@ var (
 	replays = []byte("idempotency_replay")
 )
 
-// Store implements idempotency.Store on a bbolt file.
+// Store implements driver.Store on a bbolt file.
 type Store struct {
 	db  *bolt.DB
 	now func() time.Time
 }
 
-var _ idempotency.Store = (*Store)(nil)
+var _ driver.Store = (*Store)(nil)
 
 // FileName is the database file inside STATE_DIR.
 const FileName = "idempotency.db"
@@ -72,12 +72,12 @@ func (s *Store) Close() error { return s.db.Close() }
 // DB exposes the bbolt handle (operators' tools, tests).
 func (s *Store) DB() *bolt.DB { return s.db }
 
-func get(b *bolt.Bucket, key string) (idempotency.Record, error) {
+func get(b *bolt.Bucket, key string) (driver.Record, error) {
 	v := b.Get([]byte(key))
 	if v == nil {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	var r idempotency.Record
+	var r driver.Record
 	if err := json.Unmarshal(v, &r); err != nil {
 		return r, fmt.Errorf("boltstore: record %s is corrupt: %w", key, err)
 	}
@@ -86,20 +86,20 @@ func get(b *bolt.Bucket, key string) (idempotency.Record, error) {
 
 // getIf reads key for a guarded write: ErrLeaseLost unless it exists and
 // holds.
-func getIf(b *bolt.Bucket, key string, holds func(idempotency.Record) bool) (idempotency.Record, error) {
+func getIf(b *bolt.Bucket, key string, holds func(driver.Record) bool) (driver.Record, error) {
 	rec, err := get(b, key)
 	switch {
-	case errors.Is(err, idempotency.ErrNotFound):
-		return rec, idempotency.ErrLeaseLost
+	case errors.Is(err, driver.ErrNotFound):
+		return rec, driver.ErrLeaseLost
 	case err != nil:
 		return rec, err
 	case !holds(rec):
-		return rec, idempotency.ErrLeaseLost
+		return rec, driver.ErrLeaseLost
 	}
 	return rec, nil
 }
 
-func put(b *bolt.Bucket, r idempotency.Record) error {
+func put(b *bolt.Bucket, r driver.Record) error {
 	v, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -108,8 +108,8 @@ func put(b *bolt.Bucket, r idempotency.Record) error {
 }
 
 // Get reads one record.
-func (s *Store) Get(ctx context.Context, key string) (idempotency.Record, error) {
-	var r idempotency.Record
+func (s *Store) Get(ctx context.Context, key string) (driver.Record, error) {
+	var r driver.Record
 	err := s.db.View(func(tx *bolt.Tx) (err error) {
 		r, err = get(tx.Bucket(records), key)
 		return err
@@ -118,8 +118,8 @@ func (s *Store) Get(ctx context.Context, key string) (idempotency.Record, error)
 }
 
 // Claim inserts or decides a takeover inside one write transaction.
-func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
-	var res idempotency.ClaimResult
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	var res driver.ClaimResult
 	err := s.update(ctx, func(b *bolt.Bucket) (err error) {
 		res, err = claim(b, req, s.now())
 		return err
@@ -127,25 +127,25 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	return res, err
 }
 
-func claim(b *bolt.Bucket, req idempotency.ClaimRequest, now time.Time) (idempotency.ClaimResult, error) {
+func claim(b *bolt.Bucket, req driver.ClaimRequest, now time.Time) (driver.ClaimResult, error) {
 	rec, err := get(b, req.Key)
-	if errors.Is(err, idempotency.ErrNotFound) {
-		rec = idempotency.NewRecord(req, now)
-		return idempotency.ClaimResult{Decision: idempotency.DecisionFirst, Record: rec, LeaseLeft: req.Lease,
+	if errors.Is(err, driver.ErrNotFound) {
+		rec = driver.NewRecord(req, now)
+		return driver.ClaimResult{Decision: driver.DecisionFirst, Record: rec, LeaseLeft: req.Lease,
 			Source: "embedded"}, put(b, rec)
 	}
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return driver.ClaimResult{}, err
 	}
-	d, act := idempotency.Decide(rec, req, now)
-	if act != idempotency.ActNone {
-		idempotency.Apply(&rec, act, req, now)
+	d, act := driver.Decide(rec, req, now)
+	if act != driver.ActNone {
+		driver.Apply(&rec, act, req, now)
 		if err := put(b, rec); err != nil {
-			return idempotency.ClaimResult{}, err
+			return driver.ClaimResult{}, err
 		}
 	}
-	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "embedded", Salvage: act == idempotency.ActSalvage}
-	if rec.Status == idempotency.StatusRunning && rec.LeaseUntil.After(now) {
+	res := driver.ClaimResult{Decision: d, Record: rec, Source: "embedded", Salvage: act == driver.ActSalvage}
+	if rec.Status == driver.StatusRunning && rec.LeaseUntil.After(now) {
 		res.LeaseLeft = rec.LeaseUntil.Sub(now)
 	}
 	return res, nil
@@ -159,9 +159,9 @@ func (s *Store) update(ctx context.Context, fn func(b *bolt.Bucket) error) error
 }
 
 // guarded applies mutate to the record when it is RUNNING with fence.
-func (s *Store) guarded(ctx context.Context, key string, fence int64, mutate func(*idempotency.Record, time.Time)) error {
+func (s *Store) guarded(ctx context.Context, key string, fence int64, mutate func(*driver.Record, time.Time)) error {
 	return s.update(ctx, func(b *bolt.Bucket) error {
-		rec, err := getIf(b, key, func(r idempotency.Record) bool { return r.Fence == fence && r.Status == idempotency.StatusRunning })
+		rec, err := getIf(b, key, func(r driver.Record) bool { return r.Fence == fence && r.Status == driver.StatusRunning })
 		if err != nil {
 			return err
 		}
@@ -174,7 +174,7 @@ func (s *Store) guarded(ctx context.Context, key string, fence int64, mutate fun
 
 // Checkpoint records the step results under the fence.
 func (s *Store) Checkpoint(ctx context.Context, key string, fence int64, steps map[string]string) error {
-	return s.guarded(ctx, key, fence, func(r *idempotency.Record, _ time.Time) { r.Steps = steps })
+	return s.guarded(ctx, key, fence, func(r *driver.Record, _ time.Time) { r.Steps = steps })
 }
 
 // MarkFinished records the pending finishes of keys done, in one
@@ -184,14 +184,14 @@ func (s *Store) MarkFinished(ctx context.Context, keys []string) error {
 		now := s.now()
 		for _, k := range keys {
 			rec, err := get(b, k)
-			if errors.Is(err, idempotency.ErrNotFound) || (err == nil &&
-				(rec.Status != idempotency.StatusSucceeded || rec.Finish != idempotency.FinishPending)) {
+			if errors.Is(err, driver.ErrNotFound) || (err == nil &&
+				(rec.Status != driver.StatusSucceeded || rec.Finish != driver.FinishPending)) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = idempotency.FinishDone, time.Time{}, now
+			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = driver.FinishDone, time.Time{}, now
 			if err := put(b, rec); err != nil {
 				return err
 			}
@@ -202,33 +202,33 @@ func (s *Store) MarkFinished(ctx context.Context, keys []string) error {
 
 // Renew extends a lease by d from now.
 func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Duration) error {
-	return s.guarded(ctx, key, fence, func(r *idempotency.Record, now time.Time) { r.LeaseUntil = now.Add(d) })
+	return s.guarded(ctx, key, fence, func(r *driver.Record, now time.Time) { r.LeaseUntil = now.Add(d) })
 }
 
 // Complete records SUCCEEDED, with a finish pending under the completing
 // owner when c asks for one.
-func (s *Store) Complete(ctx context.Context, key string, fence int64, c idempotency.Completion) error {
-	return s.guarded(ctx, key, fence, func(r *idempotency.Record, now time.Time) {
-		r.Status, r.ResultRef, r.LeaseUntil, r.LastErrorCode, r.LastError = idempotency.StatusSucceeded, c.ResultRef, time.Time{}, "", ""
-		r.Finish = idempotency.FinishNone
+func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.Completion) error {
+	return s.guarded(ctx, key, fence, func(r *driver.Record, now time.Time) {
+		r.Status, r.ResultRef, r.LeaseUntil, r.LastErrorCode, r.LastError = driver.StatusSucceeded, c.ResultRef, time.Time{}, "", ""
+		r.Finish = driver.FinishNone
 		if c.FinishLease > 0 {
-			r.Finish, r.LeaseUntil = idempotency.FinishPending, now.Add(c.FinishLease)
+			r.Finish, r.LeaseUntil = driver.FinishPending, now.Add(c.FinishLease)
 		}
 	})
 }
 
-// ClaimFinish takes over a pending finish (idempotency.DecideFinish).
-func (s *Store) ClaimFinish(ctx context.Context, req idempotency.FinishRequest) (idempotency.ClaimResult, error) {
-	var res idempotency.ClaimResult
+// ClaimFinish takes over a pending finish (driver.DecideFinish).
+func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driver.ClaimResult, error) {
+	var res driver.ClaimResult
 	err := s.update(ctx, func(b *bolt.Bucket) error {
 		rec, err := get(b, req.Key)
 		if err != nil {
 			return err
 		}
 		now := s.now()
-		res = idempotency.ClaimResult{Decision: idempotency.DecideFinish(rec, req, now), Record: rec, Source: "embedded"}
+		res = driver.ClaimResult{Decision: driver.DecideFinish(rec, req, now), Record: rec, Source: "embedded"}
 		if !res.Decision.Owned() {
-			if rec.Finish == idempotency.FinishPending && rec.LeaseUntil.After(now) {
+			if rec.Finish == driver.FinishPending && rec.LeaseUntil.After(now) {
 				res.LeaseLeft = rec.LeaseUntil.Sub(now)
 			}
 			return nil
@@ -241,10 +241,10 @@ func (s *Store) ClaimFinish(ctx context.Context, req idempotency.FinishRequest) 
 }
 
 // Finish ends the pending finish held by owner at try.
-func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *idempotency.Failure) error {
+func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *driver.Failure) error {
 	return s.update(ctx, func(b *bolt.Bucket) error {
-		rec, err := getIf(b, key, func(r idempotency.Record) bool {
-			return r.Status == idempotency.StatusSucceeded && r.Finish == idempotency.FinishPending && r.LeaseOwner == owner && r.LeaseTry == try
+		rec, err := getIf(b, key, func(r driver.Record) bool {
+			return r.Status == driver.StatusSucceeded && r.Finish == driver.FinishPending && r.LeaseOwner == owner && r.LeaseTry == try
 		})
 		if err != nil {
 			return err
@@ -252,9 +252,9 @@ func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *idemp
 		now := s.now()
 		switch {
 		case f == nil:
-			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = idempotency.FinishDone, time.Time{}, now
+			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = driver.FinishDone, time.Time{}, now
 		case f.Final:
-			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = idempotency.FinishFailed, time.Time{}, now
+			rec.Finish, rec.LeaseUntil, rec.UpdatedAt = driver.FinishFailed, time.Time{}, now
 			rec.LastErrorCode, rec.LastError = f.Code, f.Message
 		default: // released: still pending, claimable at once, and behind the sweeper's other work
 			rec.LeaseUntil, rec.UpdatedAt = now, now
@@ -264,11 +264,11 @@ func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *idemp
 }
 
 // Fail records a classified failure.
-func (s *Store) Fail(ctx context.Context, key string, fence int64, f idempotency.Failure) error {
-	return s.guarded(ctx, key, fence, func(r *idempotency.Record, _ time.Time) {
-		r.Status = idempotency.StatusFailedRetryable
+func (s *Store) Fail(ctx context.Context, key string, fence int64, f driver.Failure) error {
+	return s.guarded(ctx, key, fence, func(r *driver.Record, _ time.Time) {
+		r.Status = driver.StatusFailedRetryable
 		if f.Final {
-			r.Status = idempotency.StatusFailedFinal
+			r.Status = driver.StatusFailedFinal
 		}
 		r.LastErrorCode, r.LastError, r.LeaseUntil = f.Code, f.Message, time.Time{}
 	})

@@ -9,7 +9,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/idemtest"
-	"github.com/idemgate/idemgate/internal/dev/testenv"
+	"github.com/idemgate/idemgate/idempotency/redisfast/redistest"
 )
 
 func open(t *testing.T, dir string) *boltstore.Store {
@@ -28,7 +28,7 @@ func TestConformanceEmbedded(t *testing.T) {
 
 func TestConformanceRedisEmbedded(t *testing.T) {
 	s := open(t, t.TempDir())
-	idemtest.Run(t, idemtest.WithRedis(t, testenv.RedisURL(t), s))
+	idemtest.Run(t, redistest.Harness(t, s))
 }
 
 // The embedded store survives a restart: a completed key is still answered,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Fast-layer cases. Engines here use a short back-off so that a restored
@@ -37,12 +38,12 @@ func fastAnswers(t *testing.T, h Harness) {
 // cutAfterClaim is a fast layer that vanishes right after it answered a
 // claim: between the Redis claim and the MySQL claim.
 type cutAfterClaim struct {
-	idempotency.FastLayer
+	driver.FastLayer
 	once sync.Once
 	cut  func()
 }
 
-func (c *cutAfterClaim) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (idempotency.FastAnswer, error) {
+func (c *cutAfterClaim) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (driver.FastAnswer, error) {
 	ans, err := c.FastLayer.Claim(ctx, key, owner, try, ph, lease)
 	c.once.Do(c.cut)
 	return ans, err
@@ -80,7 +81,7 @@ func fastDownMidClaim(t *testing.T, h Harness) {
 	if e.Stats().FastErrors == 0 {
 		t.Fatal("Redis failures were not counted")
 	}
-	want(t, "status", get(t, e, key).Status, idempotency.StatusSucceeded)
+	want(t, "status", get(t, e, key).Status, driver.StatusSucceeded)
 }
 
 func fastHangs(t *testing.T, h Harness) {
@@ -89,7 +90,7 @@ func fastHangs(t *testing.T, h Harness) {
 	h.FastDown(t, true)
 	key := NewKey()
 	done := make(chan struct{})
-	var res idempotency.ClaimResult
+	var res driver.ClaimResult
 	var l *idempotency.Lease
 	go func() { defer close(done); res, l = claim(t, e, req(key, "a")) }()
 	select { // a liveness guard, not a timing assertion: a hung Redis must not hang the claim
@@ -116,7 +117,7 @@ func fastStaleRunning(t *testing.T, h Harness) {
 	// A Redis entry left by a claimant that never reached the store.
 	ghost := NewKey()
 	r := req(ghost, "ghost")
-	if err := h.Fast.Publish(ctx, idempotency.Record{Key: ghost, Status: idempotency.StatusRunning, LeaseOwner: "ghost",
+	if err := h.Fast.Publish(ctx, driver.Record{Key: ghost, Status: driver.StatusRunning, LeaseOwner: "ghost",
 		PayloadHash: r.PayloadHash}, time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func fastUnconfirmed(t *testing.T, h Harness) {
 	if err := l.Complete(ctx, "ref"); err != nil {
 		t.Fatal(err)
 	}
-	want(t, "status", get(t, e, key).Status, idempotency.StatusSucceeded)
+	want(t, "status", get(t, e, key).Status, driver.StatusSucceeded)
 	want(t, "attempt", get(t, e, key).Attempt, 1)
 }
 
@@ -213,7 +214,7 @@ func fastUnconfirmedTakeover(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(t, "fast-layer verdict for the dead claimant", ans.Verdict, idempotency.FastStale)
+	want(t, "fast-layer verdict for the dead claimant", ans.Verdict, driver.FastStale)
 	l2 := graceThenStore(t, e, key, grace, idempotency.DecisionTakeover)
 	want(t, "fence after the takeover", l2.Fence, 2)
 	if err := l2.Complete(ctx, "ref"); err != nil {

@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Cases of what a library user writes against: typed results of any size,
 // waiting for the result in flight, the kill switch and the local cache.
 
-// MemBlobs is an in-memory idempotency.BlobStore, create-once, for tests
+// MemBlobs is an in-memory driver.BlobStore, create-once, for tests
 // and examples.
 type MemBlobs struct {
 	mu sync.Mutex
@@ -128,7 +129,7 @@ func runLarge(t *testing.T, h Harness) {
 				switch {
 				case withBlobs && (err != nil || got != big):
 					t.Fatalf("%s: %d bytes, %v", owner, len(got), err)
-				case !withBlobs && (!errors.As(err, &ie) || ie.Code != idempotency.ResultTooLargeCode || ie.Retryable()):
+				case !withBlobs && (!errors.As(err, &ie) || ie.Code != "result_too_large" || ie.Retryable()):
 					t.Fatalf("%s: %v", owner, err)
 				}
 			}
@@ -160,7 +161,7 @@ func waitInFlight(t *testing.T, h Harness) {
 	time.AfterFunc(200*time.Millisecond, func() { close(release) })
 	waiting := h.NewEngine(t, idempotency.WithWaitInFlight(5*time.Second))
 	out, err := waiting.Do(context.Background(), req(key, "c"), never(t))
-	if err != nil || out.Status != idempotency.StatusSucceeded || out.ResultRef != "the owner's" || !out.Duplicate {
+	if err != nil || out.Status != driver.StatusSucceeded || out.ResultRef != "the owner's" || !out.Duplicate {
 		t.Fatalf("waited: %+v %v", out, err)
 	}
 	if err := <-done; err != nil {
@@ -191,7 +192,7 @@ func disabled(t *testing.T, h Harness) {
 		}
 	}
 	want(t, "runs", runs.Load(), 2)
-	if _, err := h.NewEngine(t).Get(context.Background(), key); !errors.Is(err, idempotency.ErrNotFound) {
+	if _, err := h.NewEngine(t).Get(context.Background(), key); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("a disabled engine recorded the key: %v", err)
 	}
 }

@@ -8,16 +8,10 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
-// Maintainable is a store with the sweeper's, replay's and stats' operations.
-type Maintainable interface {
-	idempotency.Store
-	idempotency.Maintainer
-	idempotency.StatsSink
-}
-
-func candidates(t *testing.T, s Maintainable) []idempotency.Record {
+func candidates(t *testing.T, s driver.Maintainer) []driver.Record {
 	t.Helper()
 	got, err := s.Candidates(context.Background(), 50, 0)
 	if err != nil {
@@ -28,19 +22,19 @@ func candidates(t *testing.T, s Maintainable) []idempotency.Record {
 
 // maintFixture is the store state RunMaintenance's cases share.
 type maintFixture struct {
-	s                         Maintainable
+	s                         driver.Maintainer
 	e                         *idempotency.Engine
 	ctx                       context.Context
-	done, failed              idempotency.Record
+	done, failed              driver.Record
 	expired, live, unfinished string
 }
 
 // RunMaintenance checks the maintenance operations on an empty store (the
 // candidate scan sees the whole store).
-func RunMaintenance(t *testing.T, s Maintainable) {
+func RunMaintenance(t *testing.T, s driver.Maintainer) {
 	ctx := context.Background()
-	e := idempotency.New(s, idempotency.WithLogger(testLogger(t)), idempotency.WithMaxAttempts(1))
-	do := func(owner string, r idempotency.ClaimRequest, err error) idempotency.Record {
+	e := idempotency.New(s, idempotency.WithLogger(TestLogger(t)), idempotency.WithMaxAttempts(1))
+	do := func(owner string, r idempotency.ClaimRequest, err error) driver.Record {
 		_, _ = e.Do(ctx, r, func(context.Context, *idempotency.Lease) (string, error) { return "ref-" + owner, err })
 		return get(t, e, r.Key)
 	}
@@ -79,11 +73,11 @@ func (f *maintFixture) candidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]idempotency.Status{}
+	seen := map[string]driver.Status{}
 	for _, r := range got {
 		seen[r.Key] = r.Status
 	}
-	if seen[expired] != idempotency.StatusRunning {
+	if seen[expired] != driver.StatusRunning {
 		t.Errorf("expired lease not a candidate: %v", seen)
 	}
 	if _, ok := seen[live]; ok {
@@ -95,7 +89,7 @@ func (f *maintFixture) candidates(t *testing.T) {
 	if _, ok := seen[done.Key]; ok {
 		t.Error("a SUCCEEDED record with nothing to finish is a candidate")
 	}
-	if seen[unfinished] != idempotency.StatusSucceeded {
+	if seen[unfinished] != driver.StatusSucceeded {
 		t.Error("a SUCCEEDED record whose finish's holder died is not a candidate")
 	}
 	if got, _ := s.Candidates(ctx, 1, 0); len(got) != 1 {
@@ -146,7 +140,7 @@ func (f *maintFixture) resetRefusesAnotherPayload(t *testing.T) {
 	s, e, ctx, failed := f.s, f.e, f.ctx, f.failed
 
 	before := get(t, e, failed.Key)
-	_, _, err := s.Reset(ctx, failed.Key, idempotency.Replay{Reason: "dlq", Operator: "op", Source: "dlq", PayloadHash: "other"})
+	_, _, err := s.Reset(ctx, failed.Key, driver.Replay{Reason: "dlq", Operator: "op", Source: "dlq", PayloadHash: "other"})
 	if !errors.Is(err, idempotency.ErrPayloadMismatch) || !strings.Contains(err.Error(), "other") ||
 		!strings.Contains(err.Error(), before.PayloadHash) {
 		t.Fatalf("err %v", err)
@@ -162,15 +156,15 @@ func (f *maintFixture) resetRefusesAnotherPayload(t *testing.T) {
 func (f *maintFixture) resetAuditsAndReopens(t *testing.T) {
 	s, e, ctx, failed := f.s, f.e, f.ctx, f.failed
 
-	prior, after, err := s.Reset(ctx, failed.Key, idempotency.Replay{Reason: "fixed", Operator: "op", Source: "key",
+	prior, after, err := s.Reset(ctx, failed.Key, driver.Replay{Reason: "fixed", Operator: "op", Source: "key",
 		PayloadHash: failed.PayloadHash})
-	if err != nil || prior.Status != idempotency.StatusFailedFinal {
+	if err != nil || prior.Status != driver.StatusFailedFinal {
 		t.Fatalf("reset: %+v %v", prior, err)
 	}
-	if after.Status != idempotency.StatusReceived || after.Fence != prior.Fence+1 {
+	if after.Status != driver.StatusReceived || after.Fence != prior.Fence+1 {
 		t.Fatalf("after the reset: %s@%d, want RECEIVED@%d (a new fence)", after.Status, after.Fence, prior.Fence+1)
 	}
-	if got := get(t, e, failed.Key); got.Fence != after.Fence || got.Status != idempotency.StatusReceived {
+	if got := get(t, e, failed.Key); got.Fence != after.Fence || got.Status != driver.StatusReceived {
 		t.Fatalf("stored: %s@%d", got.Status, got.Fence)
 	}
 	res, l := claim(t, e, req(failed.Key, "e"))
@@ -179,7 +173,7 @@ func (f *maintFixture) resetAuditsAndReopens(t *testing.T) {
 	}
 	rps, err := s.Replays(ctx, failed.Key)
 	if err != nil || len(rps) != 1 || rps[0].Reason != "fixed" || rps[0].Operator != "op" ||
-		rps[0].PriorStatus != idempotency.StatusFailedFinal {
+		rps[0].PriorStatus != driver.StatusFailedFinal {
 		t.Fatalf("audit %+v %v", rps, err)
 	}
 }
@@ -187,8 +181,8 @@ func (f *maintFixture) resetAuditsAndReopens(t *testing.T) {
 func (f *maintFixture) resetLeavesSucceededAlone(t *testing.T) {
 	s, e, ctx, done := f.s, f.e, f.ctx, f.done
 
-	prior, _, err := s.Reset(ctx, done.Key, idempotency.Replay{Reason: "check", Operator: "op", Source: "key"})
-	if err != nil || prior.Status != idempotency.StatusSucceeded || get(t, e, done.Key).Status != idempotency.StatusSucceeded {
+	prior, _, err := s.Reset(ctx, done.Key, driver.Replay{Reason: "check", Operator: "op", Source: "key"})
+	if err != nil || prior.Status != driver.StatusSucceeded || get(t, e, done.Key).Status != driver.StatusSucceeded {
 		t.Fatalf("%+v %v", prior, err)
 	}
 }
@@ -196,7 +190,7 @@ func (f *maintFixture) resetLeavesSucceededAlone(t *testing.T) {
 func (f *maintFixture) resetRefusesLiveLease(t *testing.T) {
 	s, ctx, live := f.s, f.ctx, f.live
 
-	if _, _, err := s.Reset(ctx, live, idempotency.Replay{Reason: "x", Operator: "op"}); !errors.Is(err, idempotency.ErrNotReplayable) {
+	if _, _, err := s.Reset(ctx, live, driver.Replay{Reason: "x", Operator: "op"}); !errors.Is(err, driver.ErrNotReplayable) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -205,7 +199,7 @@ func (f *maintFixture) resetUnknownKeyIsAudited(t *testing.T) {
 	s, ctx := f.s, f.ctx
 
 	k := NewKey()
-	prior, _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "dlq", Operator: "op", Source: "dlq"})
+	prior, _, err := s.Reset(ctx, k, driver.Replay{Reason: "dlq", Operator: "op", Source: "dlq"})
 	if err != nil || prior.Status != "" {
 		t.Fatalf("%+v %v", prior, err)
 	}
@@ -223,7 +217,7 @@ func (f *maintFixture) resetKeepsCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = l.Fail(ctx, idempotency.Final("policy_rejected", errors.New("no")))
-	if _, _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "policy relaxed", Operator: "op"}); err != nil {
+	if _, _, err := s.Reset(ctx, k, driver.Replay{Reason: "policy relaxed", Operator: "op"}); err != nil {
 		t.Fatal(err)
 	}
 	_, l2 := claim(t, e, req(k, "s2"))
@@ -246,11 +240,11 @@ func (f *maintFixture) resetOfSucceededReopensAFailedFinish(t *testing.T) {
 	if err := l.Finisher().Fail(ctx, idempotency.Final("permission_denied", errors.New("403"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "role fixed", Operator: "op"}); err != nil {
+	if _, _, err := s.Reset(ctx, k, driver.Replay{Reason: "role fixed", Operator: "op"}); err != nil {
 		t.Fatal(err)
 	}
 	rec := get(t, e, k)
-	if rec.Status != idempotency.StatusSucceeded || rec.ResultRef != "ref" || rec.Finish != idempotency.FinishPending {
+	if rec.Status != driver.StatusSucceeded || rec.ResultRef != "ref" || rec.Finish != driver.FinishPending {
 		t.Fatalf("after reset: %s %q finish %s", rec.Status, rec.ResultRef, rec.Finish)
 	}
 	if res, g, err := e.ClaimFinish(ctx, k, "replay", -1); err != nil || g == nil {
@@ -262,7 +256,7 @@ func (f *maintFixture) stats(t *testing.T) {
 	s, ctx := f.s, f.ctx
 
 	m := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
-	rows := []idempotency.StatRow{{Minute: m, Name: "first", Count: 2}, {Minute: m, Name: "fast_reject", Count: 1}}
+	rows := []driver.StatRow{{Minute: m, Name: "first", Count: 2}, {Minute: m, Name: "fast_reject", Count: 1}}
 	for range 2 {
 		if err := s.AddStats(ctx, rows); err != nil {
 			t.Fatal(err)
@@ -284,7 +278,7 @@ func (f *maintFixture) stats(t *testing.T) {
 }
 
 // traceFirst: a takeover keeps the traceparent of the first delivery.
-func traceFirst(t *testing.T, s Maintainable) {
+func traceFirst(t *testing.T, s driver.Maintainer) {
 	ctx := context.Background()
 	k := NewKey()
 	first, second := req(k, "t1"), req(k, "t2")
@@ -297,7 +291,7 @@ func traceFirst(t *testing.T, s Maintainable) {
 	if err != nil || res.Decision != idempotency.DecisionFirst {
 		t.Fatalf("first claim: %s %v", res.Decision, err)
 	}
-	if err := s.Fail(ctx, k, res.Record.Fence, idempotency.Failure{Code: "timeout", Message: "slow"}); err != nil {
+	if err := s.Fail(ctx, k, res.Record.Fence, driver.Failure{Code: "timeout", Message: "slow"}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := s.Claim(ctx, second); err != nil || res.Decision != idempotency.DecisionTakeover {
@@ -319,10 +313,10 @@ const purgeAge = 2 * time.Second
 // it until it is as old; stats rows go by their own retention; a duplicate
 // of a purged key is claimed FIRST again. One scenario in time order, long
 // on purpose: its counts depend on the ages its steps give the records.
-func RunPurge(t *testing.T, s Maintainable) {
+func RunPurge(t *testing.T, s driver.Maintainer) {
 	ctx := context.Background()
-	e := idempotency.New(s, idempotency.WithLogger(testLogger(t)), idempotency.WithMaxAttempts(1))
-	e3 := idempotency.New(s, idempotency.WithLogger(testLogger(t)), idempotency.WithMaxAttempts(3))
+	e := idempotency.New(s, idempotency.WithLogger(TestLogger(t)), idempotency.WithMaxAttempts(1))
+	e3 := idempotency.New(s, idempotency.WithLogger(TestLogger(t)), idempotency.WithMaxAttempts(3))
 	succeeded := func(k string, step bool) {
 		t.Helper()
 		_, l := claim(t, e, req(k, "w-"+k[:6]))
@@ -343,7 +337,7 @@ func RunPurge(t *testing.T, s Maintainable) {
 	}
 	audit := func(k, why string) {
 		t.Helper()
-		if _, _, err := s.Reset(ctx, k, idempotency.Replay{Reason: why, Operator: "op", Source: "key"}); err != nil {
+		if _, _, err := s.Reset(ctx, k, driver.Replay{Reason: why, Operator: "op", Source: "key"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -363,13 +357,13 @@ func RunPurge(t *testing.T, s Maintainable) {
 	}
 	retrying := NewKey()
 	_, lr := claim(t, e3, req(retrying, "r"))
-	if st, err := lr.Fail(ctx, idempotency.Retryable("timeout", errors.New("slow"))); err != nil || st != idempotency.StatusFailedRetryable {
+	if st, err := lr.Fail(ctx, idempotency.Retryable("timeout", errors.New("slow"))); err != nil || st != driver.StatusFailedRetryable {
 		t.Fatalf("retrying: %s %v", st, err)
 	}
 	running := NewKey()
 	claim(t, e, req(running, "live"))
 	now := time.Now().UTC().Truncate(time.Minute)
-	if err := s.AddStats(ctx, []idempotency.StatRow{{Minute: now.Add(-72 * time.Hour), Name: "first", Count: 1},
+	if err := s.AddStats(ctx, []driver.StatRow{{Minute: now.Add(-72 * time.Hour), Name: "first", Count: 1},
 		{Minute: now.Add(-72 * time.Hour), Name: "fast_reject", Count: 1}, {Minute: now.Add(-10 * time.Minute), Name: "first", Count: 1},
 		{Minute: now.Add(-time.Minute), Name: "first", Count: 1}}); err != nil {
 		t.Fatal(err)
@@ -381,20 +375,20 @@ func RunPurge(t *testing.T, s Maintainable) {
 	succeeded(youngDone, false)
 	failedFinal(youngFailed)
 	audit(done, "young") // younger than the retention: it outlives its record
-	total := purgeAll(t, s, idempotency.PurgeRequest{OlderThan: purgeAge, StatsOlderThan: 5 * time.Minute, Limit: 1})
+	total := purgeAll(t, s, driver.PurgeRequest{OlderThan: purgeAge, StatsOlderThan: 5 * time.Minute, Limit: 1})
 	if time.Since(youngAt) >= purgeAge {
 		t.Fatalf("this machine took %s to make and purge two records: the young ones aged past the retention", time.Since(youngAt))
 	}
 	// (Steps counts the step records of earlier versions; steps are
 	// checkpoints on the record now.)
-	want(t, "records purged", total, idempotency.PurgeReport{Records: 2, Replays: 2, Stats: 3})
+	want(t, "records purged", total, driver.PurgeReport{Records: 2, Replays: 2, Stats: 3})
 	for _, k := range []string{done, failed} {
-		if _, err := s.Get(ctx, k); !errors.Is(err, idempotency.ErrNotFound) {
+		if _, err := s.Get(ctx, k); !errors.Is(err, driver.ErrNotFound) {
 			t.Errorf("%s… was not purged: %v", k[:8], err)
 		}
 	}
-	stays := map[string]idempotency.Status{pending: idempotency.StatusSucceeded, retrying: idempotency.StatusFailedRetryable,
-		running: idempotency.StatusRunning, youngDone: idempotency.StatusSucceeded, youngFailed: idempotency.StatusFailedFinal}
+	stays := map[string]driver.Status{pending: driver.StatusSucceeded, retrying: driver.StatusFailedRetryable,
+		running: driver.StatusRunning, youngDone: driver.StatusSucceeded, youngFailed: driver.StatusFailedFinal}
 	for k, st := range stays {
 		if got, err := s.Get(ctx, k); err != nil || got.Status != st {
 			t.Errorf("%s… (%s) did not stay: %s %v", k[:8], st, got.Status, err)
@@ -417,24 +411,24 @@ func RunPurge(t *testing.T, s Maintainable) {
 	// Once as old, the young records and the audit row that outlived its
 	// record go too; the re-claimed key, running, stays.
 	time.Sleep(purgeAge)
-	total = purgeAll(t, s, idempotency.PurgeRequest{OlderThan: purgeAge, Limit: 1})
-	want(t, "second purge", total, idempotency.PurgeReport{Records: 2, Replays: 1})
+	total = purgeAll(t, s, driver.PurgeRequest{OlderThan: purgeAge, Limit: 1})
+	want(t, "second purge", total, driver.PurgeReport{Records: 2, Replays: 1})
 	if rps, _ := s.Replays(ctx, done); len(rps) != 0 {
 		t.Errorf("the audit row outlived its record past the retention: %+v", rps)
 	}
-	if got, err := s.Get(ctx, failed); err != nil || got.Status != idempotency.StatusRunning {
+	if got, err := s.Get(ctx, failed); err != nil || got.Status != driver.StatusRunning {
 		t.Errorf("the re-claimed key: %s %v", got.Status, err)
 	}
-	if _, err := s.Purge(ctx, idempotency.PurgeRequest{}); err == nil {
+	if _, err := s.Purge(ctx, driver.PurgeRequest{}); err == nil {
 		t.Error("a purge without a retention ran")
 	}
 }
 
 // purgeAll purges until a batch says nothing more is due; no batch may
 // delete more records than the limit.
-func purgeAll(t *testing.T, s Maintainable, r idempotency.PurgeRequest) idempotency.PurgeReport {
+func purgeAll(t *testing.T, s driver.Maintainer, r driver.PurgeRequest) driver.PurgeReport {
 	t.Helper()
-	var total idempotency.PurgeReport
+	var total driver.PurgeReport
 	for i := 0; ; i++ {
 		rep, err := s.Purge(context.Background(), r)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Cases of the recovery paths: a budget spent under a dead worker, results
@@ -39,13 +40,13 @@ func expiredExhausted(t *testing.T, h Harness) {
 	})
 	want(t, "runs", runs.Load(), 0)
 	var ie *idempotency.Error
-	if !errors.As(err, &ie) || ie.Code != idempotency.ExhaustedCode || ie.Retryable() {
+	if !errors.As(err, &ie) || ie.Code != driver.ExhaustedCode || ie.Retryable() {
 		t.Fatalf("err %v", err)
 	}
-	want(t, "status", out.Status, idempotency.StatusFailedFinal)
+	want(t, "status", out.Status, driver.StatusFailedFinal)
 	rec := get(t, e, key)
-	want(t, "stored status", rec.Status, idempotency.StatusFailedFinal)
-	want(t, "code", rec.LastErrorCode, idempotency.ExhaustedCode)
+	want(t, "stored status", rec.Status, driver.StatusFailedFinal)
+	want(t, "code", rec.LastErrorCode, driver.ExhaustedCode)
 	want(t, "attempts", rec.Attempt, 2)
 }
 
@@ -66,7 +67,7 @@ func salvaged(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(t, "status", out.Status, idempotency.StatusSucceeded)
+	want(t, "status", out.Status, driver.StatusSucceeded)
 	rec := get(t, e, key)
 	want(t, "attempts (no new one)", rec.Attempt, 2)
 	want(t, "fence (the salvage's own)", rec.Fence, int64(3))
@@ -79,25 +80,25 @@ func resultTooLarge(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	key := NewKey()
 	var runs atomic.Int32
-	big := strings.Repeat("x", idempotency.MaxResultRef+1)
+	big := strings.Repeat("x", driver.MaxResultRef+1)
 	fn := func(context.Context, *idempotency.Lease) (string, error) { runs.Add(1); return big, nil }
 	for _, owner := range []string{"a", "b", "a"} {
 		_, err := e.Do(context.Background(), req(key, owner), fn)
 		var ie *idempotency.Error
-		if !errors.As(err, &ie) || ie.Code != idempotency.ResultTooLargeCode || ie.Retryable() {
+		if !errors.As(err, &ie) || ie.Code != "result_too_large" || ie.Retryable() {
 			t.Fatalf("%s: err %v", owner, err)
 		}
 	}
 	want(t, "runs", runs.Load(), 1)
 	rec := get(t, e, key)
-	want(t, "status", rec.Status, idempotency.StatusFailedFinal)
-	want(t, "code", rec.LastErrorCode, idempotency.ResultTooLargeCode)
+	want(t, "status", rec.Status, driver.StatusFailedFinal)
+	want(t, "code", rec.LastErrorCode, "result_too_large")
 	// A step's result obeys the same limit.
 	_, l := claim(t, e, req(NewKey(), "s"))
 	if _, err := l.Step(context.Background(), "big", func(context.Context) (string, error) { return big, nil }); err == nil {
 		t.Fatal("a step result over the limit was kept")
 	}
-	exact := strings.Repeat("y", idempotency.MaxResultRef)
+	exact := strings.Repeat("y", driver.MaxResultRef)
 	if out, err := l.Step(context.Background(), "exact", func(context.Context) (string, error) { return exact, nil }); err != nil || out != exact {
 		t.Fatalf("a step result of exactly the limit: %v", err)
 	}
@@ -122,7 +123,7 @@ func finishOnce(t *testing.T, h Harness) {
 		t.Fatal("no finisher after a FinishAfter completion")
 	}
 	rec := get(t, e, key)
-	want(t, "finish", rec.Finish, idempotency.FinishPending)
+	want(t, "finish", rec.Finish, driver.FinishPending)
 	for _, c := range []struct {
 		owner string
 		try   int
@@ -143,7 +144,7 @@ func finishOnce(t *testing.T, h Harness) {
 	if err := g.Done(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want(t, "finish", get(t, e, key).Finish, idempotency.FinishDone)
+	want(t, "finish", get(t, e, key).Finish, driver.FinishDone)
 	if res, g, _ := e.ClaimFinish(ctx, key, "c", 0); g != nil || res.Decision != idempotency.DecisionRepeatDone {
 		t.Fatalf("after done: %s", res.Decision)
 	}
@@ -164,7 +165,7 @@ func finishOnce(t *testing.T, h Harness) {
 	}
 	// Released: still pending, claimable at once, and dated now, so that a
 	// finish that keeps failing goes behind the sweeper's other work.
-	if rec = get(t, e, key2); rec.Finish != idempotency.FinishPending || !rec.UpdatedAt.After(completed) {
+	if rec = get(t, e, key2); rec.Finish != driver.FinishPending || !rec.UpdatedAt.After(completed) {
 		t.Fatalf("released finish: %s, updated %s (completed %s)", rec.Finish, rec.UpdatedAt, completed)
 	}
 	if res, g, err := e.ClaimFinish(ctx, key2, "sweeper2", -1); err != nil || g == nil {
@@ -173,9 +174,9 @@ func finishOnce(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	rec = get(t, e, key2)
-	want(t, "failed finish", rec.Finish, idempotency.FinishFailed)
+	want(t, "failed finish", rec.Finish, driver.FinishFailed)
 	want(t, "its code", rec.LastErrorCode, "notify_forbidden")
-	want(t, "the result stands", rec.Status, idempotency.StatusSucceeded)
+	want(t, "the result stands", rec.Status, driver.StatusSucceeded)
 }
 
 // emptyOwner: a claim that carries no owner (a request without an id) is

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Harness describes one store configuration.
@@ -23,7 +24,7 @@ type Harness struct {
 	// the test's own (lease, budget) and must be passed on to idempotency.New.
 	NewEngine func(t *testing.T, opts ...idempotency.Option) *idempotency.Engine
 	// Fast is the configuration's fast layer, nil when it has none.
-	Fast idempotency.FastLayer
+	Fast driver.FastLayer
 	// FastDown makes the fast layer hang (block=true) or vanish; FastUp
 	// restores it. Nil when there is no fast layer.
 	FastDown func(t *testing.T, block bool)
@@ -39,7 +40,7 @@ func NewKey() string {
 
 func req(key, owner string) idempotency.ClaimRequest {
 	return idempotency.ClaimRequest{Key: key, Owner: owner, PayloadHash: "ph-" + key[:8],
-		Meta: idempotency.Meta{TenantID: "t1", TaskType: "summarize", Operation: "summarize", InputVersion: "v1",
+		Meta: driver.Meta{TenantID: "t1", TaskType: "summarize", Operation: "summarize", InputVersion: "v1",
 			OriginRequestID: "origin-" + owner, EventSource: "acs:test", EventID: "ev-" + owner,
 			InputRef: "file:///tasks/" + key + "/input.json"}}
 }
@@ -90,7 +91,7 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-func claim(t *testing.T, e *idempotency.Engine, r idempotency.ClaimRequest) (idempotency.ClaimResult, *idempotency.Lease) {
+func claim(t *testing.T, e *idempotency.Engine, r idempotency.ClaimRequest) (driver.ClaimResult, *idempotency.Lease) {
 	t.Helper()
 	res, l, err := e.Claim(context.Background(), r)
 	if err != nil {
@@ -106,7 +107,7 @@ func want[T comparable](t *testing.T, what string, got, exp T) {
 	}
 }
 
-func get(t *testing.T, e *idempotency.Engine, key string) idempotency.Record {
+func get(t *testing.T, e *idempotency.Engine, key string) driver.Record {
 	t.Helper()
 	rec, err := e.Get(context.Background(), key)
 	if err != nil {
@@ -164,7 +165,7 @@ func race64(t *testing.T, h Harness) {
 		t.Fatalf("after completion: %+v", res)
 	}
 	rec := get(t, e, key)
-	want(t, "status", rec.Status, idempotency.StatusSucceeded)
+	want(t, "status", rec.Status, driver.StatusSucceeded)
 	want(t, "attempt", rec.Attempt, 1)
 }
 
@@ -245,7 +246,7 @@ func staleFence(t *testing.T, h Harness) {
 				t.Fatalf("stale %s: %v, want ErrLeaseLost", c.name, err)
 			}
 			rec := get(t, e, key)
-			want(t, "status", rec.Status, idempotency.StatusRunning)
+			want(t, "status", rec.Status, driver.StatusRunning)
 			want(t, "owner", rec.LeaseOwner, "b")
 			if err := fresh.Complete(ctx, "fresh"); err != nil {
 				t.Fatalf("fresh complete: %v", err)
@@ -296,9 +297,9 @@ func retryableBudget(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp := idempotency.StatusFailedRetryable
+		exp := driver.StatusFailedRetryable
 		if attempt == 3 {
-			exp = idempotency.StatusFailedFinal
+			exp = driver.StatusFailedFinal
 		}
 		want(t, "status after attempt", st, exp)
 		want(t, "stored status", get(t, e, key).Status, exp)
@@ -308,7 +309,7 @@ func retryableBudget(t *testing.T, h Harness) {
 		t.Fatal("claimed after the budget was spent")
 	}
 	want(t, "decision", res.Decision, idempotency.DecisionRepeatDone)
-	want(t, "status", res.Record.Status, idempotency.StatusFailedFinal)
+	want(t, "status", res.Record.Status, driver.StatusFailedFinal)
 	want(t, "code", res.Record.LastErrorCode, "rate_limited")
 }
 
@@ -320,7 +321,7 @@ func finalTerminal(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(t, "status", st, idempotency.StatusFailedFinal)
+	want(t, "status", st, driver.StatusFailedFinal)
 	for _, owner := range []string{"a", "b"} { // even the same owner does not run it again
 		res, l := claim(t, e, req(key, owner))
 		if l != nil {
@@ -328,7 +329,7 @@ func finalTerminal(t *testing.T, h Harness) {
 		}
 		want(t, "decision", res.Decision, idempotency.DecisionRepeatDone)
 		var ie *idempotency.Error
-		if err := idempotency.StoredError(res); !errors.As(err, &ie) || ie.Code != "policy_rejected" || ie.Retryable() {
+		if _, err := e.Do(context.Background(), req(key, owner), never(t)); !errors.As(err, &ie) || ie.Code != "policy_rejected" || ie.Retryable() {
 			t.Fatalf("stored error %v", err)
 		}
 	}
@@ -349,10 +350,10 @@ func payloadMismatch(t *testing.T, h Harness) {
 	}
 	want(t, "decision", res.Decision, idempotency.DecisionPayloadMismatch)
 	rec := get(t, e, key)
-	want(t, "status unchanged", rec.Status, idempotency.StatusSucceeded)
+	want(t, "status unchanged", rec.Status, driver.StatusSucceeded)
 	want(t, "payload hash unchanged", rec.PayloadHash, "ph-"+key[:8])
 	want(t, "result unchanged", rec.ResultRef, "ref")
-	if !errors.Is(idempotency.StoredError(res), idempotency.ErrPayloadMismatch) {
+	if _, err := e.Do(context.Background(), other, never(t)); !errors.Is(err, idempotency.ErrPayloadMismatch) {
 		t.Fatal("mismatch not reported as ErrPayloadMismatch")
 	}
 }
@@ -415,7 +416,7 @@ func doOnce(t *testing.T, h Harness) {
 		wg.Go(func() {
 			out, err := e.Do(context.Background(), req(key, fmt.Sprintf("o%d", i)), fn)
 			switch {
-			case err == nil && out.Status == idempotency.StatusSucceeded:
+			case err == nil && out.Status == driver.StatusSucceeded:
 				ok.Add(1)
 			case errors.Is(err, idempotency.ErrInProgress):
 			default:
@@ -426,7 +427,7 @@ func doOnce(t *testing.T, h Harness) {
 	wg.Wait()
 	want(t, "runs", runs.Load(), 1)
 	out, err := e.Do(context.Background(), req(key, "later"), fn)
-	if err != nil || !out.Duplicate || out.ResultRef != "result-"+key[:8] || out.Status != idempotency.StatusSucceeded {
+	if err != nil || !out.Duplicate || out.ResultRef != "result-"+key[:8] || out.Status != driver.StatusSucceeded {
 		t.Fatalf("duplicate outcome %+v %v", out, err)
 	}
 	want(t, "runs", runs.Load(), 1)
@@ -446,7 +447,7 @@ func doPanic(t *testing.T, h Harness) {
 		})
 	}()
 	rec := get(t, e, key)
-	want(t, "status", rec.Status, idempotency.StatusFailedRetryable)
+	want(t, "status", rec.Status, driver.StatusFailedRetryable)
 	want(t, "code", rec.LastErrorCode, "panic")
 }
 

@@ -8,17 +8,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Candidates lists the task records the sweeper should take up (see
-// idempotency.Maintainer): three index ranges, each ordered and limited on
+// driver.Maintainer): three index ranges, each ordered and limited on
 // its own — RUNNING by (status, lease_until), FAILED_RETRYABLE and RECEIVED
 // by (status, updated_at), SUCCEEDED with a finish pending by (status,
 // lease_until), which only a pending finish sets on a SUCCEEDED row — then
 // merged by age. Step records and deferred records are filtered out of each
 // range.
-func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) ([]idempotency.Record, error) {
+func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) ([]driver.Record, error) {
 	const due = ` AND parent_key = '' AND (sweep_after IS NULL OR sweep_after <= NOW(3))`
 	g := grace.Microseconds()
 	rows, err := s.db.QueryContext(ctx, `(SELECT `+columns+` FROM idempotency_record
@@ -38,7 +38,7 @@ func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) 
 
 // Defer sets the record aside for d if it is still as listed; it does not
 // change updated_at, which dates the record's last transition.
-func (s *Store) Defer(ctx context.Context, rec idempotency.Record, d time.Duration) error {
+func (s *Store) Defer(ctx context.Context, rec driver.Record, d time.Duration) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET sweep_after = NOW(3) + INTERVAL ? MICROSECOND
  WHERE request_id = ? AND fence = ? AND status = ? AND updated_at = ?`, d.Microseconds(), rec.Key, rec.Fence,
 		string(rec.Status), rec.UpdatedAt.UTC())
@@ -48,9 +48,9 @@ func (s *Store) Defer(ctx context.Context, rec idempotency.Record, d time.Durati
 	return nil
 }
 
-func collect(rows *sql.Rows) ([]idempotency.Record, error) {
+func collect(rows *sql.Rows) ([]driver.Record, error) {
 	defer rows.Close()
-	var out []idempotency.Record
+	var out []driver.Record
 	for rows.Next() {
 		r, err := scan(rows)
 		if err != nil {
@@ -61,43 +61,43 @@ func collect(rows *sql.Rows) ([]idempotency.Record, error) {
 	return out, mapErr(rows.Err())
 }
 
-// Reset performs an audited operator reset (idempotency.ApplyReset) under
+// Reset performs an audited operator reset (driver.ApplyReset) under
 // the row lock; the steps it checkpointed stay. The audit row is written in the same transaction, also when
 // there is no record (a dead letter of a delivery that never reached the
 // store); a refused reset writes nothing.
-func (s *Store) Reset(ctx context.Context, key string, rp idempotency.Replay) (prior, after idempotency.Record, err error) {
-	_, err = s.inTx(ctx, func(tx *sql.Tx) (idempotency.ClaimResult, error) {
+func (s *Store) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
+	_, err = s.inTx(ctx, func(tx *sql.Tx) (driver.ClaimResult, error) {
 		var now time.Time
 		rec, err := scan(tx.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record
  WHERE request_id = ? FOR UPDATE`, key), &now)
-		if err != nil && !errors.Is(err, idempotency.ErrNotFound) {
-			return idempotency.ClaimResult{}, err
+		if err != nil && !errors.Is(err, driver.ErrNotFound) {
+			return driver.ClaimResult{}, err
 		}
 		prior = rec // zero when there is no record: the audit row says so
 		if err == nil {
-			kind, err := idempotency.ApplyReset(&rec, rp, now)
+			kind, err := driver.ApplyReset(&rec, rp, now)
 			if err != nil {
-				return idempotency.ClaimResult{}, err
+				return driver.ClaimResult{}, err
 			}
 			if err := resetWrite(ctx, tx, rec, kind); err != nil {
-				return idempotency.ClaimResult{}, err
+				return driver.ClaimResult{}, err
 			}
 		}
 		after = rec
 		_, err = tx.ExecContext(ctx, `INSERT INTO idempotency_replay (request_id, reason, operator, prior_status, source)
  VALUES (?, ?, ?, ?, ?)`, key, rp.Reason, rp.Operator, string(prior.Status), rp.Source)
-		return idempotency.ClaimResult{}, mapErr(err)
+		return driver.ClaimResult{}, mapErr(err)
 	})
 	return prior, after, err
 }
 
-func resetWrite(ctx context.Context, tx *sql.Tx, rec idempotency.Record, kind idempotency.ResetKind) error {
+func resetWrite(ctx context.Context, tx *sql.Tx, rec driver.Record, kind driver.ResetKind) error {
 	var err error
 	switch kind {
-	case idempotency.ResetFinish:
+	case driver.ResetFinish:
 		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET finish = 'PENDING', lease_until = NOW(3),
  last_error_code = '', last_error = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Key)
-	case idempotency.ResetRecord:
+	case driver.ResetRecord:
 		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', fence = ?, lease_until = NULL,
  sweep_after = NULL, finish = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Fence, rec.Key)
 	}
@@ -105,28 +105,28 @@ func resetWrite(ctx context.Context, tx *sql.Tx, rec idempotency.Record, kind id
 }
 
 // Replays lists the audit rows of key, oldest first.
-func (s *Store) Replays(ctx context.Context, key string) ([]idempotency.Replay, error) {
+func (s *Store) Replays(ctx context.Context, key string) ([]driver.Replay, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT request_id, reason, operator, prior_status, source, created_at
  FROM idempotency_replay WHERE request_id = ? ORDER BY id`, key)
 	if err != nil {
 		return nil, fmt.Errorf("replays: %w", mapErr(err))
 	}
 	defer rows.Close()
-	var out []idempotency.Replay
+	var out []driver.Replay
 	for rows.Next() {
-		var r idempotency.Replay
+		var r driver.Replay
 		var st string
 		if err := rows.Scan(&r.Key, &r.Reason, &r.Operator, &st, &r.Source, &r.CreatedAt); err != nil {
 			return nil, mapErr(err)
 		}
-		r.PriorStatus = idempotency.Status(st)
+		r.PriorStatus = driver.Status(st)
 		out = append(out, r)
 	}
 	return out, mapErr(rows.Err())
 }
 
 // AddStats adds per-minute counters.
-func (s *Store) AddStats(ctx context.Context, rows []idempotency.StatRow) error {
+func (s *Store) AddStats(ctx context.Context, rows []driver.StatRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -146,16 +146,16 @@ func (s *Store) AddStats(ctx context.Context, rows []idempotency.StatRow) error 
 }
 
 // Stats reads the counters from since on.
-func (s *Store) Stats(ctx context.Context, since time.Time) ([]idempotency.StatRow, error) {
+func (s *Store) Stats(ctx context.Context, since time.Time) ([]driver.StatRow, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT minute, name, count FROM idempotency_stats WHERE minute >= ?
  ORDER BY minute, name`, since.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", mapErr(err))
 	}
 	defer rows.Close()
-	var out []idempotency.StatRow
+	var out []driver.StatRow
 	for rows.Next() {
-		var r idempotency.StatRow
+		var r driver.StatRow
 		if err := rows.Scan(&r.Minute, &r.Name, &r.Count); err != nil {
 			return nil, mapErr(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // The purge's statements and the index each one uses (purge_test.go checks
@@ -32,7 +32,7 @@ const (
  ORDER BY updated_at LIMIT ?`
 
 	// purgeLockSQL re-checks the candidates by uniq_request_id, in key order,
-	// and locks those that are still purgeable (idempotency.Purgeable, and
+	// and locks those that are still purgeable (driver.Purgeable, and
 	// old): a record that changed since it was listed (a replay reset it,
 	// another purge deleted it) drops out here. A key deleted meanwhile
 	// leaves a gap lock on uniq_request_id until the batch commits.
@@ -71,9 +71,9 @@ const (
 )
 
 // Purge deletes one bounded batch of what outlived its retention (see
-// idempotency.Maintainer).
-func (s *Store) Purge(ctx context.Context, r idempotency.PurgeRequest) (idempotency.PurgeReport, error) {
-	var rep idempotency.PurgeReport
+// driver.Maintainer).
+func (s *Store) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeReport, error) {
+	var rep driver.PurgeReport
 	r, err := r.Check()
 	if err != nil {
 		return rep, err
@@ -134,10 +134,10 @@ func (s *Store) purgeCandidates(ctx context.Context, age int64, limit int) ([]an
 // audit rows as old; moved says some candidates changed or went meanwhile.
 // InnoDB may pick it as a deadlock victim against a claim, a replay or
 // another purge; it changed nothing then, and runs again.
-func (s *Store) purgeRecords(ctx context.Context, candidates []any, age int64, rep *idempotency.PurgeReport) (moved bool, err error) {
-	var n idempotency.PurgeReport
+func (s *Store) purgeRecords(ctx context.Context, candidates []any, age int64, rep *driver.PurgeReport) (moved bool, err error) {
+	var n driver.PurgeReport
 	err = s.txRetry(ctx, func(tx *sql.Tx) error {
-		n = idempotency.PurgeReport{}
+		n = driver.PurgeReport{}
 		parents := map[string]uint64{}
 		rows, err := tx.QueryContext(ctx, fmt.Sprintf(purgeLockSQL, marks(len(candidates))),
 			append(append([]any{}, candidates...), age)...)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/idemtest"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
@@ -198,12 +199,12 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 		errs = append(errs, err)
 		mu.Unlock()
 	}
-	reports := make([]idempotency.PurgeReport, 2)
+	reports := make([]driver.PurgeReport, 2)
 	var purgers, traffic sync.WaitGroup
 	for i := range reports {
 		purgers.Go(func() {
 			for {
-				rep, err := s.Purge(ctx, idempotency.PurgeRequest{OlderThan: retention, Limit: 25})
+				rep, err := s.Purge(ctx, driver.PurgeRequest{OlderThan: retention, Limit: 25})
 				if err != nil {
 					fail(fmt.Errorf("purge %d: %w", i, err))
 					return
@@ -240,18 +241,18 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 					}
 					if res.Decision == idempotency.DecisionFirst {
 						claimedAgain.Store(k, true)
-						if err := s.Complete(ctx, k, res.Record.Fence, idempotency.Completion{ResultRef: "again"}); err != nil {
+						if err := s.Complete(ctx, k, res.Record.Fence, driver.Completion{ResultRef: "again"}); err != nil {
 							fail(fmt.Errorf("complete again: %w", err))
 						}
 					}
 				case 2: // a replay resets a failed key, unless it is gone or running again
 					k := failed[i%len(failed)]
-					prior, _, err := s.Reset(ctx, k, idempotency.Replay{Reason: "test", Operator: "op", Source: "key"})
+					prior, _, err := s.Reset(ctx, k, driver.Replay{Reason: "test", Operator: "op", Source: "key"})
 					switch {
-					case errors.Is(err, idempotency.ErrNotReplayable):
+					case errors.Is(err, driver.ErrNotReplayable):
 					case err != nil:
 						fail(fmt.Errorf("reset: %w", err))
-					case prior.Status == idempotency.StatusFailedFinal:
+					case prior.Status == driver.StatusFailedFinal:
 						rescued.Store(k, true)
 					}
 				case 3: // new work
@@ -262,7 +263,7 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 						slowest.Store(int64(d))
 					}
 					if err == nil {
-						err = s.Complete(ctx, k, res.Record.Fence, idempotency.Completion{ResultRef: "new"})
+						err = s.Complete(ctx, k, res.Record.Fence, driver.Completion{ResultRef: "new"})
 					}
 					if err != nil {
 						fail(fmt.Errorf("new work: %w", err))
@@ -278,7 +279,7 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 		t.Fatalf("%d errors, first: %v", len(errs), errs[0])
 	}
 
-	var want idempotency.PurgeReport
+	var want driver.PurgeReport
 	for _, k := range append(done, failed...) {
 		_, kept := rescued.Load(k)
 		_, err := s.Get(ctx, k)
@@ -289,7 +290,7 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 		case kept:
 		case again && err != nil:
 			t.Errorf("%s… claimed again after its purge is gone: %v", k[:8], err)
-		case !again && !errors.Is(err, idempotency.ErrNotFound):
+		case !again && !errors.Is(err, driver.ErrNotFound):
 			t.Errorf("%s… was due and stayed: %v", k[:8], err)
 		default:
 			want.Records++
@@ -297,7 +298,7 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 			want.Replays++
 		}
 	}
-	var got idempotency.PurgeReport
+	var got driver.PurgeReport
 	got.Add(reports[0])
 	got.Add(reports[1])
 	if got != want {

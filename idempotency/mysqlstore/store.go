@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // ErrDuplicateKey is MySQL error 1062 on uniq_request_id, mapped so that the
@@ -29,12 +29,12 @@ type Options struct {
 	ConnMaxIdle  time.Duration // default 5 min: FC freezes idle instances, RDS closes idle links
 }
 
-// Store implements idempotency.Store on MySQL.
+// Store implements driver.Store on MySQL.
 type Store struct {
 	db *sql.DB
 }
 
-var _ idempotency.Store = (*Store)(nil)
+var _ driver.Store = (*Store)(nil)
 
 // Open connects with dsn (go-sql-driver format). It forces the settings the
 // store's correctness relies on: parseTime, UTC, session time_zone +00:00 so
@@ -96,8 +96,8 @@ const columns = `request_id, tenant_id, task_type, operation, input_version, ori
  event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until, result_ref, input_ref, payload_hash,
  last_error_code, last_error, finish, steps, sweep_after, traceparent, created_at, updated_at`
 
-func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record, error) {
-	var r idempotency.Record
+func scan(row interface{ Scan(...any) error }, extra ...any) (driver.Record, error) {
+	var r driver.Record
 	var st, finish string
 	var steps sql.NullString
 	var lease, sweep sql.NullTime
@@ -107,11 +107,11 @@ func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record
 		&r.TraceParent, &r.CreatedAt, &r.UpdatedAt}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return r, idempotency.ErrNotFound
+			return r, driver.ErrNotFound
 		}
 		return r, mapErr(err)
 	}
-	r.Status, r.Finish = idempotency.Status(st), idempotency.FinishState(finish)
+	r.Status, r.Finish = driver.Status(st), driver.FinishState(finish)
 	if lease.Valid {
 		r.LeaseUntil = lease.Time
 	}
@@ -127,7 +127,7 @@ func scan(row interface{ Scan(...any) error }, extra ...any) (idempotency.Record
 }
 
 // Get reads one record.
-func (s *Store) Get(ctx context.Context, key string) (idempotency.Record, error) {
+func (s *Store) Get(ctx context.Context, key string) (driver.Record, error) {
 	return scan(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM idempotency_record WHERE request_id = ?`, key))
 }
 
@@ -140,7 +140,7 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-func insert(ctx context.Context, db execer, req idempotency.ClaimRequest) error {
+func insert(ctx context.Context, db execer, req driver.ClaimRequest) error {
 	m := req.Meta
 	_, err := db.ExecContext(ctx, insertSQL, req.Key, m.TenantID, m.TaskType, m.Operation, m.InputVersion,
 		m.OriginRequestID, m.EventSource, m.EventID, req.Owner, req.Try, req.Lease.Microseconds(),
@@ -148,9 +148,9 @@ func insert(ctx context.Context, db execer, req idempotency.ClaimRequest) error 
 	return mapErr(err)
 }
 
-func first(req idempotency.ClaimRequest) idempotency.ClaimResult {
+func first(req driver.ClaimRequest) driver.ClaimResult {
 	// The row's times are the database's; this copy approximates them locally.
-	return idempotency.ClaimResult{Decision: idempotency.DecisionFirst, Record: idempotency.NewRecord(req, time.Now()),
+	return driver.ClaimResult{Decision: driver.DecisionFirst, Record: driver.NewRecord(req, time.Now()),
 		LeaseLeft: req.Lease, Source: "mysql"}
 }
 
@@ -158,14 +158,14 @@ func first(req idempotency.ClaimRequest) idempotency.ClaimResult {
 // (SELECT … FOR UPDATE) whether the caller may take it over. The unique key
 // arbitrates concurrent inserts; the row lock serialises takeovers; nothing is
 // decided on a read that another writer could invalidate.
-func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
-	return s.retry(ctx, func() (idempotency.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	return s.retry(ctx, func() (driver.ClaimResult, error) {
 		err := insert(ctx, s.db, req)
 		if err == nil {
 			return first(req), nil
 		}
 		if !errors.Is(err, ErrDuplicateKey) {
-			return idempotency.ClaimResult{}, err
+			return driver.ClaimResult{}, err
 		}
 		// Most duplicates are answered from a plain read: a terminal record,
 		// another payload, another owner's live lease (committed states, so
@@ -174,29 +174,29 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		if res, ok, err := s.peek(ctx, req); err != nil || ok {
 			return res, err
 		}
-		return s.inTx(ctx, func(tx *sql.Tx) (idempotency.ClaimResult, error) { return takeover(ctx, tx, req) })
+		return s.inTx(ctx, func(tx *sql.Tx) (driver.ClaimResult, error) { return takeover(ctx, tx, req) })
 	})
 }
 
 // peek decides a duplicate's claim on the committed record without a lock;
 // ok is false when the decision is a takeover.
-func (s *Store) peek(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, bool, error) {
+func (s *Store) peek(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, bool, error) {
 	var now time.Time
 	rec, err := scan(s.db.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record WHERE request_id = ?`,
 		req.Key), &now)
 	if err != nil {
-		return idempotency.ClaimResult{}, false, err
+		return driver.ClaimResult{}, false, err
 	}
-	d, act := idempotency.Decide(rec, req, now)
-	if act != idempotency.ActNone {
-		return idempotency.ClaimResult{}, false, nil
+	d, act := driver.Decide(rec, req, now)
+	if act != driver.ActNone {
+		return driver.ClaimResult{}, false, nil
 	}
 	return answer(d, act, rec, now), true, nil
 }
 
-func answer(d idempotency.Decision, act idempotency.Action, rec idempotency.Record, now time.Time) idempotency.ClaimResult {
-	res := idempotency.ClaimResult{Decision: d, Record: rec, Source: "mysql", Salvage: act == idempotency.ActSalvage}
-	if rec.Status == idempotency.StatusRunning && rec.LeaseUntil.After(now) {
+func answer(d driver.Decision, act driver.Action, rec driver.Record, now time.Time) driver.ClaimResult {
+	res := driver.ClaimResult{Decision: d, Record: rec, Source: "mysql", Salvage: act == driver.ActSalvage}
+	if rec.Status == driver.StatusRunning && rec.LeaseUntil.After(now) {
 		res.LeaseLeft = rec.LeaseUntil.Sub(now)
 	}
 	return res
@@ -204,16 +204,16 @@ func answer(d idempotency.Decision, act idempotency.Action, rec idempotency.Reco
 
 // takeover decides on the locked row with the shared state machine and writes
 // the result back; the database clock is the one the decision used.
-func takeover(ctx context.Context, tx *sql.Tx, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+func takeover(ctx context.Context, tx *sql.Tx, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	var now time.Time
 	rec, err := scan(tx.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record
  WHERE request_id = ? FOR UPDATE`, req.Key), &now)
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return driver.ClaimResult{}, err
 	}
-	d, act := idempotency.Decide(rec, req, now)
-	if act != idempotency.ActNone {
-		idempotency.Apply(&rec, act, req, now)
+	d, act := driver.Decide(rec, req, now)
+	if act != driver.ActNone {
+		driver.Apply(&rec, act, req, now)
 		var lease any
 		if !rec.LeaseUntil.IsZero() {
 			lease = rec.LeaseUntil
@@ -222,16 +222,16 @@ func takeover(ctx context.Context, tx *sql.Tx, req idempotency.ClaimRequest) (id
  lease_owner = ?, lease_try = ?, lease_until = ?, sweep_after = NULL, updated_at = NOW(3) WHERE request_id = ?`,
 			string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, rec.LeaseTry, lease, rec.Key)
 		if err != nil {
-			return idempotency.ClaimResult{}, mapErr(err)
+			return driver.ClaimResult{}, mapErr(err)
 		}
 	}
 	return answer(d, act, rec, now), nil
 }
 
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) (idempotency.ClaimResult, error)) (idempotency.ClaimResult, error) {
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) (driver.ClaimResult, error)) (driver.ClaimResult, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return idempotency.ClaimResult{}, mapErr(err)
+		return driver.ClaimResult{}, mapErr(err)
 	}
 	res, err := fn(tx)
 	if err != nil {
@@ -243,12 +243,12 @@ func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) (idempotency.ClaimRes
 
 // retry repeats a claim that InnoDB aborted (deadlock 1213, lock wait 1205) or
 // whose row vanished between the insert and the lock (an operator purge).
-func (s *Store) retry(ctx context.Context, fn func() (idempotency.ClaimResult, error)) (idempotency.ClaimResult, error) {
-	var res idempotency.ClaimResult
+func (s *Store) retry(ctx context.Context, fn func() (driver.ClaimResult, error)) (driver.ClaimResult, error) {
+	var res driver.ClaimResult
 	var err error
 	for i := range 5 {
 		res, err = fn()
-		if err == nil || !(errors.Is(err, errTxAborted) || errors.Is(err, idempotency.ErrNotFound)) {
+		if err == nil || !(errors.Is(err, errTxAborted) || errors.Is(err, driver.ErrNotFound)) {
 			return res, err
 		}
 		select {
@@ -283,7 +283,7 @@ func (s *Store) guarded(ctx context.Context, op, set string, args ...any) error 
 		break
 	}
 	if n == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
@@ -323,7 +323,7 @@ func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Durat
 // Complete records SUCCEEDED with the result reference, and, when c asks
 // for one, a finish pending under the completing owner in the same
 // statement.
-func (s *Store) Complete(ctx context.Context, key string, fence int64, c idempotency.Completion) error {
+func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.Completion) error {
 	if c.FinishLease > 0 {
 		return s.guarded(ctx, "complete", `status = 'SUCCEEDED', result_ref = ?, finish = 'PENDING',
  lease_until = NOW(3) + INTERVAL ? MICROSECOND, last_error_code = '', last_error = ''`,
@@ -334,41 +334,41 @@ func (s *Store) Complete(ctx context.Context, key string, fence int64, c idempot
 }
 
 // ClaimFinish takes over a pending finish in one conditional statement
-// (idempotency.DecideFinish in SQL); only when it matched nothing is the
+// (driver.DecideFinish in SQL); only when it matched nothing is the
 // record read, to tell in progress from nothing pending.
-func (s *Store) ClaimFinish(ctx context.Context, req idempotency.FinishRequest) (idempotency.ClaimResult, error) {
+func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driver.ClaimResult, error) {
 	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET lease_owner = ?, lease_try = ?,
  lease_until = NOW(3) + INTERVAL ? MICROSECOND WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING'
  AND (lease_until <= NOW(3) OR (? <> '' AND lease_owner = ? AND (? < 0 OR ? > lease_try)))`,
 		req.Owner, req.Try, req.Lease.Microseconds(), req.Key, req.Owner, req.Owner, req.Try, req.Try)
 	if err != nil {
-		return idempotency.ClaimResult{}, mapErr(err)
+		return driver.ClaimResult{}, mapErr(err)
 	}
 	if n, err := r.RowsAffected(); err != nil {
-		return idempotency.ClaimResult{}, mapErr(err)
+		return driver.ClaimResult{}, mapErr(err)
 	} else if n == 1 {
-		return idempotency.ClaimResult{Decision: idempotency.DecisionTakeover, LeaseLeft: req.Lease, Source: "mysql",
-			Record: idempotency.Record{Key: req.Key, Status: idempotency.StatusSucceeded, Finish: idempotency.FinishPending,
+		return driver.ClaimResult{Decision: driver.DecisionTakeover, LeaseLeft: req.Lease, Source: "mysql",
+			Record: driver.Record{Key: req.Key, Status: driver.StatusSucceeded, Finish: driver.FinishPending,
 				LeaseOwner: req.Owner, LeaseTry: req.Try}}, nil
 	}
 	var now time.Time
 	rec, err := scan(s.db.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record WHERE request_id = ?`,
 		req.Key), &now)
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return driver.ClaimResult{}, err
 	}
-	res := idempotency.ClaimResult{Decision: idempotency.DecideFinish(rec, req, now), Record: rec, Source: "mysql"}
+	res := driver.ClaimResult{Decision: driver.DecideFinish(rec, req, now), Record: rec, Source: "mysql"}
 	if res.Decision.Owned() { // the lease ran out between the two statements: report it held, the caller retries
-		res.Decision = idempotency.DecisionRepeatOther
+		res.Decision = driver.DecisionRepeatOther
 	}
-	if rec.Finish == idempotency.FinishPending && rec.LeaseUntil.After(now) {
+	if rec.Finish == driver.FinishPending && rec.LeaseUntil.After(now) {
 		res.LeaseLeft = rec.LeaseUntil.Sub(now)
 	}
 	return res, nil
 }
 
 // Finish ends the pending finish held by owner at try.
-func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *idempotency.Failure) error {
+func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *driver.Failure) error {
 	set, args := `finish = 'DONE', lease_until = NULL, updated_at = NOW(3)`, []any{}
 	switch {
 	case f != nil && f.Final:
@@ -386,16 +386,16 @@ func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *idemp
 	if n, err := r.RowsAffected(); err != nil {
 		return fmt.Errorf("finish: %w", mapErr(err))
 	} else if n == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
 // Fail records a classified failure.
-func (s *Store) Fail(ctx context.Context, key string, fence int64, f idempotency.Failure) error {
-	st := idempotency.StatusFailedRetryable
+func (s *Store) Fail(ctx context.Context, key string, fence int64, f driver.Failure) error {
+	st := driver.StatusFailedRetryable
 	if f.Final {
-		st = idempotency.StatusFailedFinal
+		st = driver.StatusFailedFinal
 	}
 	return s.guarded(ctx, "fail", `status = ?, last_error_code = ?, last_error = ?, lease_until = NULL`,
 		string(st), f.Code, f.Message, key, fence)
@@ -419,7 +419,7 @@ func mapErr(err error) error {
 	case 1213, 1205:
 		return fmt.Errorf("%w: %w", errTxAborted, err)
 	case 1406:
-		return idempotency.Final("invalid_request", fmt.Errorf("a field is longer than its column: %w", err))
+		return fmt.Errorf("%w: a field is longer than its column: %w", driver.ErrInvalid, err)
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idemgate/idemgate/idempotency/idemtest"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
+	"github.com/idemgate/idemgate/idempotency/redisfast/redistest"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
@@ -28,7 +29,7 @@ func TestConformanceMySQL(t *testing.T) {
 
 func TestConformanceRedisMySQL(t *testing.T) {
 	s := open(t)
-	idemtest.Run(t, idemtest.WithRedis(t, testenv.RedisURL(t), s))
+	idemtest.Run(t, redistest.Harness(t, s))
 }
 
 func TestMaintenanceMySQL(t *testing.T) {

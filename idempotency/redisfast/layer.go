@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // MaxTTL is the longest an entry may live (docs/design.md §7).
@@ -101,13 +101,13 @@ end
 return 'KEPT'
 `)
 
-// Layer implements idempotency.FastLayer.
+// Layer implements driver.FastLayer.
 type Layer struct {
 	rdb redis.UniversalClient
 	ttl time.Duration
 }
 
-var _ idempotency.FastLayer = (*Layer)(nil)
+var _ driver.FastLayer = (*Layer)(nil)
 
 // New wraps a client. ttl is DEDUP_TTL_SECONDS; it must be in (0, 300 s].
 // Build the client with ContextTimeoutEnabled so that the engine's per-call
@@ -123,31 +123,31 @@ func New(rdb redis.UniversalClient, ttl time.Duration) (*Layer, error) {
 func Key(k string) string { return "idem:{" + k + "}" }
 
 // Claim runs the claim script.
-func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (idempotency.FastAnswer, error) {
+func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (driver.FastAnswer, error) {
 	vals, err := claimScript.Run(ctx, l.rdb, []string{Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds(), try).StringSlice()
 	if err != nil {
-		return idempotency.FastAnswer{}, fmt.Errorf("redis claim: %w", err)
+		return driver.FastAnswer{}, fmt.Errorf("redis claim: %w", err)
 	}
 	if len(vals) == 0 {
-		return idempotency.FastAnswer{}, errors.New("redis claim: empty answer")
+		return driver.FastAnswer{}, errors.New("redis claim: empty answer")
 	}
-	ans := idempotency.FastAnswer{Verdict: idempotency.FastVerdict(vals[0])}
+	ans := driver.FastAnswer{Verdict: driver.FastVerdict(vals[0])}
 	switch ans.Verdict {
-	case idempotency.FastSucceeded, idempotency.FastFailedFinal:
+	case driver.FastSucceeded, driver.FastFailedFinal:
 		if len(vals) < 6 {
 			return ans, fmt.Errorf("redis claim: short answer %q", vals)
 		}
-		ans.Record = idempotency.Record{Key: key, Status: idempotency.Status(vals[0]), Fence: atoi64(vals[1]),
+		ans.Record = driver.Record{Key: key, Status: driver.Status(vals[0]), Fence: atoi64(vals[1]),
 			Attempt: int(atoi64(vals[2])), ResultRef: vals[3], LastErrorCode: vals[4], LastError: vals[5]}
-	case idempotency.FastRepeatOther:
+	case driver.FastRepeatOther:
 		if len(vals) < 5 {
 			return ans, fmt.Errorf("redis claim: short answer %q", vals)
 		}
-		ans.Record = idempotency.Record{Key: key, Status: idempotency.StatusRunning, Fence: atoi64(vals[1]),
+		ans.Record = driver.Record{Key: key, Status: driver.StatusRunning, Fence: atoi64(vals[1]),
 			Attempt: int(atoi64(vals[2])), LeaseOwner: vals[3]}
 		ans.LeaseLeft = time.Duration(atoi64(vals[4])) * time.Millisecond
 		ans.Unconfirmed = len(vals) > 5 && vals[5] == "1"
-	case idempotency.FastFirst, idempotency.FastRepeatSame, idempotency.FastStale, idempotency.FastMismatch:
+	case driver.FastFirst, driver.FastRepeatSame, driver.FastStale, driver.FastMismatch:
 	default:
 		return ans, fmt.Errorf("redis claim: unknown verdict %q", vals[0])
 	}
@@ -155,7 +155,7 @@ func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHa
 }
 
 // Publish mirrors a committed record with CAS on its fence.
-func (l *Layer) Publish(ctx context.Context, rec idempotency.Record, leaseLeft time.Duration) error {
+func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.Duration) error {
 	err := publishScript.Run(ctx, l.rdb, []string{Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
 		rec.LeaseOwner, rec.PayloadHash, leaseLeft.Milliseconds(), rec.ResultRef, rec.LastErrorCode, rec.LastError,
 		l.ttl.Milliseconds(), rec.LeaseTry).Err()

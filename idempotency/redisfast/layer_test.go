@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
@@ -48,22 +48,22 @@ func TestClaimVerdicts(t *testing.T) {
 	ctx := context.Background()
 	type step struct {
 		name    string
-		do      func(k string) (idempotency.FastAnswer, error)
-		verdict idempotency.FastVerdict
+		do      func(k string) (driver.FastAnswer, error)
+		verdict driver.FastVerdict
 	}
-	claim := func(owner, ph string, lease time.Duration) func(string) (idempotency.FastAnswer, error) {
-		return func(k string) (idempotency.FastAnswer, error) { return l.Claim(ctx, k, owner, 0, ph, lease) }
+	claim := func(owner, ph string, lease time.Duration) func(string) (driver.FastAnswer, error) {
+		return func(k string) (driver.FastAnswer, error) { return l.Claim(ctx, k, owner, 0, ph, lease) }
 	}
-	publish := func(rec idempotency.Record, left time.Duration) func(string) (idempotency.FastAnswer, error) {
-		return func(k string) (idempotency.FastAnswer, error) {
+	publish := func(rec driver.Record, left time.Duration) func(string) (driver.FastAnswer, error) {
+		return func(k string) (driver.FastAnswer, error) {
 			rec.Key = k
-			return idempotency.FastAnswer{Verdict: "published"}, l.Publish(ctx, rec, left)
+			return driver.FastAnswer{Verdict: "published"}, l.Publish(ctx, rec, left)
 		}
 	}
-	sleep := func(d time.Duration) func(string) (idempotency.FastAnswer, error) {
-		return func(string) (idempotency.FastAnswer, error) {
+	sleep := func(d time.Duration) func(string) (driver.FastAnswer, error) {
+		return func(string) (driver.FastAnswer, error) {
 			time.Sleep(d)
-			return idempotency.FastAnswer{Verdict: "slept"}, nil
+			return driver.FastAnswer{Verdict: "slept"}, nil
 		}
 	}
 	cases := []struct {
@@ -71,50 +71,50 @@ func TestClaimVerdicts(t *testing.T) {
 		steps []step
 	}{
 		{"first then other then same", []step{
-			{"a claims", claim("a", "ph", time.Minute), idempotency.FastFirst},
-			{"b sees a's live lease", claim("b", "ph", time.Minute), idempotency.FastRepeatOther},
-			{"a copy of a's try", claim("a", "ph", time.Minute), idempotency.FastRepeatOther},
-			{"a's retry", func(k string) (idempotency.FastAnswer, error) { return l.Claim(ctx, k, "a", 1, "ph", time.Minute) },
-				idempotency.FastRepeatSame},
-			{"a, try unknown", func(k string) (idempotency.FastAnswer, error) { return l.Claim(ctx, k, "a", -1, "ph", time.Minute) },
-				idempotency.FastRepeatSame},
-			{"other payload", claim("c", "other", time.Minute), idempotency.FastMismatch},
+			{"a claims", claim("a", "ph", time.Minute), driver.FastFirst},
+			{"b sees a's live lease", claim("b", "ph", time.Minute), driver.FastRepeatOther},
+			{"a copy of a's try", claim("a", "ph", time.Minute), driver.FastRepeatOther},
+			{"a's retry", func(k string) (driver.FastAnswer, error) { return l.Claim(ctx, k, "a", 1, "ph", time.Minute) },
+				driver.FastRepeatSame},
+			{"a, try unknown", func(k string) (driver.FastAnswer, error) { return l.Claim(ctx, k, "a", -1, "ph", time.Minute) },
+				driver.FastRepeatSame},
+			{"other payload", claim("c", "other", time.Minute), driver.FastMismatch},
 		}},
 		{"expired lease is stale, then the new claimant holds it", []step{
-			{"a claims briefly", claim("a", "ph", 30*time.Millisecond), idempotency.FastFirst},
+			{"a claims briefly", claim("a", "ph", 30*time.Millisecond), driver.FastFirst},
 			{"wait", sleep(60 * time.Millisecond), "slept"},
-			{"b may go to the store", claim("b", "ph", time.Minute), idempotency.FastStale},
-			{"c waits for b", claim("c", "ph", time.Minute), idempotency.FastRepeatOther},
+			{"b may go to the store", claim("b", "ph", time.Minute), driver.FastStale},
+			{"c waits for b", claim("c", "ph", time.Minute), driver.FastRepeatOther},
 		}},
 		{"terminal state answers with its result", []step{
-			{"a claims", claim("a", "ph", time.Minute), idempotency.FastFirst},
-			{"store committed", publish(idempotency.Record{Status: idempotency.StatusSucceeded, Fence: 1, Attempt: 1,
+			{"a claims", claim("a", "ph", time.Minute), driver.FastFirst},
+			{"store committed", publish(driver.Record{Status: driver.StatusSucceeded, Fence: 1, Attempt: 1,
 				ResultRef: "oss://b/k", PayloadHash: "ph"}, 0), "published"},
-			{"duplicate", claim("b", "ph", time.Minute), idempotency.FastSucceeded},
+			{"duplicate", claim("b", "ph", time.Minute), driver.FastSucceeded},
 		}},
 		{"retryable failure lets the next claimant try the store", []step{
-			{"publish retryable", publish(idempotency.Record{Status: idempotency.StatusFailedRetryable, Fence: 1, Attempt: 1,
+			{"publish retryable", publish(driver.Record{Status: driver.StatusFailedRetryable, Fence: 1, Attempt: 1,
 				PayloadHash: "ph"}, 0), "published"},
-			{"b", claim("b", "ph", time.Minute), idempotency.FastStale},
+			{"b", claim("b", "ph", time.Minute), driver.FastStale},
 		}},
 		{"lower fence never overwrites", []step{
-			{"final at fence 2", publish(idempotency.Record{Status: idempotency.StatusFailedFinal, Fence: 2, Attempt: 2,
+			{"final at fence 2", publish(driver.Record{Status: driver.StatusFailedFinal, Fence: 2, Attempt: 2,
 				LastErrorCode: "policy_rejected", PayloadHash: "ph"}, 0), "published"},
-			{"stale RUNNING at fence 1", publish(idempotency.Record{Status: idempotency.StatusRunning, Fence: 1,
+			{"stale RUNNING at fence 1", publish(driver.Record{Status: driver.StatusRunning, Fence: 1,
 				LeaseOwner: "old", PayloadHash: "ph"}, time.Minute), "published"},
-			{"still final", claim("b", "ph", time.Minute), idempotency.FastFailedFinal},
+			{"still final", claim("b", "ph", time.Minute), driver.FastFailedFinal},
 		}},
 		{"a late renewal does not hide a retryable failure", []step{
-			{"failed at 2", publish(idempotency.Record{Status: idempotency.StatusFailedRetryable, Fence: 2, PayloadHash: "ph"}, 0), "published"},
-			{"renewal at 2 arrives late", publish(idempotency.Record{Status: idempotency.StatusRunning, Fence: 2,
+			{"failed at 2", publish(driver.Record{Status: driver.StatusFailedRetryable, Fence: 2, PayloadHash: "ph"}, 0), "published"},
+			{"renewal at 2 arrives late", publish(driver.Record{Status: driver.StatusRunning, Fence: 2,
 				LeaseOwner: "x", PayloadHash: "ph"}, time.Minute), "published"},
-			{"the next claimant may go to the store", claim("b", "ph", time.Minute), idempotency.FastStale},
+			{"the next claimant may go to the store", claim("b", "ph", time.Minute), driver.FastStale},
 		}},
 		{"terminal at the same fence is not regressed", []step{
-			{"succeeded at 3", publish(idempotency.Record{Status: idempotency.StatusSucceeded, Fence: 3, PayloadHash: "ph"}, 0), "published"},
-			{"renewal at 3 arrives late", publish(idempotency.Record{Status: idempotency.StatusRunning, Fence: 3,
+			{"succeeded at 3", publish(driver.Record{Status: driver.StatusSucceeded, Fence: 3, PayloadHash: "ph"}, 0), "published"},
+			{"renewal at 3 arrives late", publish(driver.Record{Status: driver.StatusRunning, Fence: 3,
 				LeaseOwner: "x", PayloadHash: "ph"}, time.Minute), "published"},
-			{"still succeeded", claim("b", "ph", time.Minute), idempotency.FastSucceeded},
+			{"still succeeded", claim("b", "ph", time.Minute), driver.FastSucceeded},
 		}},
 	}
 	for _, c := range cases {
@@ -137,7 +137,7 @@ func TestTerminalAnswerCarriesRecord(t *testing.T) {
 	l := layer(t)
 	ctx := context.Background()
 	k := key()
-	rec := idempotency.Record{Key: k, Status: idempotency.StatusFailedFinal, Fence: 2, Attempt: 2, PayloadHash: "ph",
+	rec := driver.Record{Key: k, Status: driver.StatusFailedFinal, Fence: 2, Attempt: 2, PayloadHash: "ph",
 		LastErrorCode: "policy_rejected", LastError: "data_inspection_failed"}
 	if err := l.Publish(ctx, rec, 0); err != nil {
 		t.Fatal(err)
@@ -160,13 +160,13 @@ func TestReleaseOnlyUnconfirmedOwnClaim(t *testing.T) {
 		name      string
 		setup     func(k string)
 		releaser  string
-		thenClaim idempotency.FastVerdict // what a fresh claimant sees afterwards
+		thenClaim driver.FastVerdict // what a fresh claimant sees afterwards
 	}{
-		{"own unconfirmed claim is dropped", func(k string) { _, _ = l.Claim(ctx, k, "a", 0, "ph", time.Minute) }, "a", idempotency.FastFirst},
-		{"another owner's claim stays", func(k string) { _, _ = l.Claim(ctx, k, "a", 0, "ph", time.Minute) }, "x", idempotency.FastRepeatOther},
+		{"own unconfirmed claim is dropped", func(k string) { _, _ = l.Claim(ctx, k, "a", 0, "ph", time.Minute) }, "a", driver.FastFirst},
+		{"another owner's claim stays", func(k string) { _, _ = l.Claim(ctx, k, "a", 0, "ph", time.Minute) }, "x", driver.FastRepeatOther},
 		{"a confirmed claim stays", func(k string) {
-			_ = l.Publish(ctx, idempotency.Record{Key: k, Status: idempotency.StatusRunning, Fence: 1, LeaseOwner: "a", PayloadHash: "ph"}, time.Minute)
-		}, "a", idempotency.FastRepeatOther},
+			_ = l.Publish(ctx, driver.Record{Key: k, Status: driver.StatusRunning, Fence: 1, LeaseOwner: "a", PayloadHash: "ph"}, time.Minute)
+		}, "a", driver.FastRepeatOther},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,13 +196,13 @@ func TestUnconfirmedUntilPublished(t *testing.T) {
 		{"a FIRST claim", func(k string) { mustClaim(t, l, k, "a", time.Minute) }, true},
 		{"confirmed by a publish", func(k string) {
 			mustClaim(t, l, k, "a", time.Minute)
-			if err := l.Publish(ctx, idempotency.Record{Key: k, Status: idempotency.StatusRunning, Fence: 1, LeaseOwner: "a",
+			if err := l.Publish(ctx, driver.Record{Key: k, Status: driver.StatusRunning, Fence: 1, LeaseOwner: "a",
 				PayloadHash: "ph"}, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 		}, false},
 		{"a STALE registration over a confirmed fence", func(k string) {
-			if err := l.Publish(ctx, idempotency.Record{Key: k, Status: idempotency.StatusRunning, Fence: 3, LeaseOwner: "old",
+			if err := l.Publish(ctx, driver.Record{Key: k, Status: driver.StatusRunning, Fence: 3, LeaseOwner: "old",
 				PayloadHash: "ph"}, 20*time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +217,7 @@ func TestUnconfirmedUntilPublished(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ans.Verdict != idempotency.FastRepeatOther || ans.Unconfirmed != tc.want {
+			if ans.Verdict != driver.FastRepeatOther || ans.Unconfirmed != tc.want {
 				t.Fatalf("answer %+v, want REPEAT_OTHER with Unconfirmed %v", ans, tc.want)
 			}
 		})

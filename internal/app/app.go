@@ -21,10 +21,12 @@ import (
 	"github.com/idemgate/idemgate/handler/notify"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
 	"github.com/idemgate/idemgate/internal/config"
 	"github.com/idemgate/idemgate/internal/logx"
+	"github.com/idemgate/idemgate/internal/statsrec"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
@@ -37,7 +39,7 @@ type App struct {
 	Pipeline *handler.Pipeline
 	MySQL    *mysqlstore.Store // nil with the embedded store
 	Embedded *boltstore.Store  // nil with MySQL
-	recorder *idempotency.Recorder
+	recorder *statsrec.Recorder
 	redis    redis.UniversalClient // nil without a fast layer
 	closers  []func() error
 }
@@ -61,11 +63,7 @@ func Secrets(cfg config.Config) []string {
 func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error) {
 	a := &App{Cfg: cfg, Log: log, Redactor: red}
 	red.Add(Secrets(cfg)...)
-	var store interface {
-		idempotency.Store
-		idempotency.Maintainer
-		idempotency.StatsSink
-	}
+	var store driver.Maintainer
 	if cfg.MySQLDSN != "" {
 		s, err := mysqlstore.Open(cfg.MySQLDSN, mysqlstore.Options{})
 		if err != nil {
@@ -81,7 +79,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		a.Embedded, store = s, s
 		a.closers = append(a.closers, s.Close)
 	}
-	rec := idempotency.NewRecorder(store, 10*time.Second, log)
+	rec := statsrec.New(store, 10*time.Second, log)
 	a.recorder = rec
 	a.closers = append(a.closers, rec.Close) // flushed before the store closes
 	opts := []idempotency.Option{idempotency.WithLease(cfg.Lease), idempotency.WithMaxAttempts(cfg.MaxAttempts),

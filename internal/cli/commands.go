@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/handler"
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/config"
 )
@@ -210,7 +210,7 @@ func loadEvent(file string) ([]byte, error) {
 
 func setupPurge(flags *flag.FlagSet) action {
 	olderThan := flags.String("older-than", "", "retention of finished records, such as 720h or 30d, at least 8d (default RETENTION_DAYS)")
-	limit := flags.Int("limit", idempotency.DefaultPurgeLimit, "records per batch (one short transaction each)")
+	limit := flags.Int("limit", driver.DefaultPurgeLimit, "records per batch (one short transaction each)")
 	budget := flags.Duration("budget", 10*time.Minute, "wall time; the report says more when it ran out first")
 	return func(ctx context.Context, r *run) int {
 		var age time.Duration

@@ -10,22 +10,22 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/handler"
-	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func TestWriteStatsGolden(t *testing.T) {
 	m0 := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
-	row := func(min int, name string, n int64) idempotency.StatRow {
-		return idempotency.StatRow{Minute: m0.Add(time.Duration(min) * time.Minute), Name: name, Count: n}
+	row := func(min int, name string, n int64) driver.StatRow {
+		return driver.StatRow{Minute: m0.Add(time.Duration(min) * time.Minute), Name: name, Count: n}
 	}
 	cases := []struct {
 		name string
-		rows []idempotency.StatRow
+		rows []driver.StatRow
 	}{
 		{"empty", nil},
-		{"a retry storm with a quiet minute", []idempotency.StatRow{
+		{"a retry storm with a quiet minute", []driver.StatRow{
 			row(0, "first", 40), row(0, "repeat_done", 2),
 			row(1, "first", 30), row(1, "repeat_done", 25), row(1, "takeover", 5), row(1, "repeat_other", 10),
 			row(3, "first", 1), row(3, "repeat_same", 1)}},

@@ -1,6 +1,10 @@
-package idempotency
+// Package statsrec counts claim decisions per minute in memory and adds them
+// to the store in batches, for `main stats` and the duplicate-rate query.
+package statsrec
 
 import (
+	"github.com/idemgate/idemgate/idempotency/driver"
+
 	"context"
 	"log/slog"
 	"strings"
@@ -8,16 +12,11 @@ import (
 	"time"
 )
 
-// StatsSink stores per-minute counters (mysqlstore and boltstore implement it).
-type StatsSink interface {
-	AddStats(ctx context.Context, rows []StatRow) error
-}
-
 // Recorder keeps per-minute claim counters in memory and adds them to a sink
 // in batches, so that `main stats` can show decisions and the duplicate rate
 // across instances without one extra write per invocation.
 type Recorder struct {
-	sink StatsSink
+	sink driver.StatsSink
 	log  *slog.Logger
 	mu   sync.Mutex
 	cur  map[statKey]int64
@@ -36,20 +35,20 @@ const (
 	StatStoreConflict = "store_conflict"
 )
 
-// NewRecorder starts a recorder that flushes every interval until Close.
-func NewRecorder(sink StatsSink, every time.Duration, log *slog.Logger) *Recorder {
+// New starts a recorder that flushes every interval until Close.
+func New(sink driver.StatsSink, every time.Duration, log *slog.Logger) *Recorder {
 	r := &Recorder{sink: sink, log: log, cur: map[statKey]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop(every)
 	return r
 }
 
 // Observe counts one claim decision; fast says the fast layer answered it.
-func (r *Recorder) Observe(d Decision, fast bool) {
+func (r *Recorder) Observe(d driver.Decision, fast bool) {
 	m := time.Now().UTC().Truncate(time.Minute)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cur[statKey{m, strings.ToLower(string(d))}]++
-	if d == DecisionRepeatOther || d == DecisionRepeatDone || d == DecisionPayloadMismatch {
+	if d == driver.DecisionRepeatOther || d == driver.DecisionRepeatDone || d == driver.DecisionPayloadMismatch {
 		name := StatStoreConflict
 		if fast {
 			name = StatFastReject
@@ -83,9 +82,9 @@ func (r *Recorder) Flush(ctx context.Context) {
 	if len(batch) == 0 {
 		return
 	}
-	rows := make([]StatRow, 0, len(batch))
+	rows := make([]driver.StatRow, 0, len(batch))
 	for k, n := range batch {
-		rows = append(rows, StatRow{Minute: k.minute, Name: k.name, Count: n})
+		rows = append(rows, driver.StatRow{Minute: k.minute, Name: k.name, Count: n})
 	}
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -105,7 +104,3 @@ func (r *Recorder) Close() error {
 	<-r.done
 	return nil
 }
-
-// WithObserver calls fn for every claim decision (fast: answered by the fast
-// layer). A Recorder's Observe is the usual fn.
-func WithObserver(fn func(d Decision, fast bool)) Option { return func(o *options) { o.observe = fn } }

@@ -1,4 +1,4 @@
-package idempotency
+package driver
 
 import "time"
 
@@ -100,7 +100,7 @@ type Record struct {
 	// LeaseOwner, LeaseTry and LeaseUntil belong to its holder.
 	Finish FinishState `json:"finish,omitempty"`
 	// Steps are the checkpoints of the task's completed steps, by name
-	// ([Lease.Step]): a resumed task skips them.
+	// (idempotency.Lease.Step): a resumed task skips them.
 	Steps map[string]string `json:"steps,omitempty"`
 	// SweepAfter: the sweeper leaves the record alone until then (zero: as
 	// soon as it is due). A takeover clears it.

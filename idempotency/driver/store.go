@@ -1,8 +1,7 @@
-package idempotency
+package driver
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -34,7 +33,7 @@ type Store interface {
 	// now or it is not pending.
 	Finish(ctx context.Context, key, owner string, try int, f *Failure) error
 	// MarkFinished records the pending finishes of keys done, in one write,
-	// whoever holds them now (their work is done; see [Finisher.DoneLater]).
+	// whoever holds them now (their work is done; see idempotency.Finisher.DoneLater).
 	MarkFinished(ctx context.Context, keys []string) error
 	Get(ctx context.Context, key string) (Record, error)
 }
@@ -83,12 +82,12 @@ type ClaimRequest struct {
 	Lease       time.Duration
 	MaxAttempts int
 	Meta        Meta
-	// FinishAfter: [Engine.Do] completes with a pending finish that the
-	// caller ends through [Lease.Finisher] (the pipeline publishes and
+	// FinishAfter: idempotency.Engine.Do completes with a pending finish that the
+	// caller ends through idempotency.Lease.Finisher (the pipeline publishes and
 	// notifies after the fenced completion).
 	FinishAfter bool
-	// AllowSalvage: [Engine.Do] calls fn on a salvage lease (see
-	// [Lease.Salvage]) instead of recording the budget spent; fn may then
+	// AllowSalvage: idempotency.Engine.Do calls fn on a salvage lease (see
+	// idempotency.Lease.Salvage) instead of recording the budget spent; fn may then
 	// only complete from work an earlier attempt saved.
 	AllowSalvage bool
 }
@@ -209,12 +208,6 @@ func Apply(rec *Record, act Action, req ClaimRequest, now time.Time) {
 		rec.SweepAfter = time.Time{}
 		rec.UpdatedAt = now
 	}
-}
-
-// ExhaustedError is the failure a salvage records when no saved work is
-// left to complete from.
-func ExhaustedError(attempts int) error {
-	return Final(ExhaustedCode, fmt.Errorf("attempt budget spent after %d attempts", attempts))
 }
 
 // NewRecord is the record a FIRST claim inserts.

@@ -1,15 +1,17 @@
-package idempotency
+package driver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
 
-// Maintainer is the durable store's maintenance side: what the sweeper,
-// replays and `main stats` need (mysqlstore and boltstore implement it).
+// Maintainer is a durable store with its maintenance side: what the
+// sweeper, replays, purges and `main stats` need (mysqlstore and boltstore
+// implement it; idemtest.RunMaintenance checks it).
 type Maintainer interface {
+	Store
+	StatsSink
 	// Candidates lists up to limit task records (not step records) the
 	// sweeper should take up, oldest change first: RUNNING past its lease;
 	// FAILED_RETRYABLE and RECEIVED untouched for grace (FC's own retry goes
@@ -75,8 +77,8 @@ func (r *PurgeReport) Add(o PurgeReport) {
 // operator's floor (RETENTION_DAYS) is the configuration's.
 func (r PurgeRequest) Check() (PurgeRequest, error) {
 	if r.OlderThan <= 0 || r.StatsOlderThan < 0 || r.Limit < 0 {
-		return r, Final("invalid_request", fmt.Errorf("purge: older than %s, stats older than %s, limit %d: "+
-			"want a positive retention and a non-negative stats retention and limit", r.OlderThan, r.StatsOlderThan, r.Limit))
+		return r, fmt.Errorf("%w: purge: older than %s, stats older than %s, limit %d: "+
+			"want a positive retention and a non-negative stats retention and limit", ErrInvalid, r.OlderThan, r.StatsOlderThan, r.Limit)
 	}
 	if r.Limit == 0 {
 		r.Limit = DefaultPurgeLimit
@@ -112,6 +114,11 @@ type Replay struct {
 	ExpectFence int64 `json:"-"`
 }
 
+// StatsSink stores per-minute counters (mysqlstore and boltstore implement it).
+type StatsSink interface {
+	AddStats(ctx context.Context, rows []StatRow) error
+}
+
 // StatRow is one per-minute counter kept by the function (table
 // idempotency_stats): name is a decision, "fast_reject" or "store_conflict".
 type StatRow struct {
@@ -119,10 +126,6 @@ type StatRow struct {
 	Name   string    `json:"name"`
 	Count  int64     `json:"count"`
 }
-
-// ErrNotReplayable: the record is RUNNING under a live lease; replaying it
-// would race the worker that holds it.
-var ErrNotReplayable = errors.New("idempotency: record is running under a live lease")
 
 // ResetKind says what a reset changed.
 type ResetKind int
