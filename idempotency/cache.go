@@ -1,11 +1,11 @@
 package idempotency
 
 import (
-	"github.com/idemgate/idemgate/idempotency/driver"
-
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
+
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // maxCacheTTL bounds WithLocalCache's TTL: the fast layer's own bound

@@ -1,11 +1,11 @@
 package idempotency
 
 import (
-	"github.com/idemgate/idemgate/idempotency/driver"
-
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Outcome is what Do answers, first time and every time after. Its JSON is the

@@ -1,8 +1,6 @@
 package idempotency
 
 import (
-	"github.com/idemgate/idemgate/idempotency/driver"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Defaults of the engine's options (docs/design.md §5).

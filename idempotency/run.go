@@ -1,13 +1,13 @@
 package idempotency
 
 import (
-	"github.com/idemgate/idemgate/idempotency/driver"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // WithBlobStore lets [Run] keep results larger than the record holds

@@ -1,11 +1,11 @@
 package idempotency
 
 import (
-	"github.com/idemgate/idemgate/idempotency/driver"
-
 	"context"
 	"errors"
 	"time"
+
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // WithWaitInFlight lets a duplicate that meets another owner's live lease

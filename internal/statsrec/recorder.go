@@ -3,13 +3,13 @@
 package statsrec
 
 import (
-	"github.com/idemgate/idemgate/idempotency/driver"
-
 	"context"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
 // Recorder keeps per-minute claim counters in memory and adds them to a sink
