@@ -93,3 +93,92 @@ func ExampleLease_Step() {
 	// notify: 202
 	// <nil>
 }
+
+// The typed form: the result is stored as JSON and every later delivery
+// gets the same value back, a zero value included. Results larger than a
+// record holds go to a blob store (WithBlobStore).
+func ExampleRun() {
+	dir, _ := os.MkdirTemp("", "idem")
+	defer os.RemoveAll(dir)
+	store, _ := boltstore.Open(dir, time.Second)
+	defer store.Close()
+	eng := idempotency.New(store)
+
+	type Quote struct {
+		Price    int      `json:"price"`
+		Warnings []string `json:"warnings"`
+	}
+	req := idempotency.ClaimRequest{Key: keys.FromFingerprint("quote-for-cart-17"), Owner: "r1"}
+	for _, owner := range []string{"r1", "r2"} {
+		req.Owner = owner
+		q, out, err := idempotency.Run(context.Background(), eng, req, func(context.Context, *idempotency.Lease) (Quote, error) {
+			fmt.Println("pricing")
+			return Quote{Price: 0, Warnings: []string{}}, nil // a free cart: zero, empty, and still the answer
+		})
+		fmt.Printf("%s %+v %v\n", out.Decision, q, err)
+	}
+	// Output:
+	// pricing
+	// FIRST {Price:0 Warnings:[]} <nil>
+	// REPEAT_DONE {Price:0 Warnings:[]} <nil>
+}
+
+// A duplicate that meets a live lease can wait for the owner's result
+// instead of being answered "in progress" (ErrInProgress).
+func ExampleWithWaitInFlight() {
+	dir, _ := os.MkdirTemp("", "idem")
+	defer os.RemoveAll(dir)
+	store, _ := boltstore.Open(dir, time.Second)
+	defer store.Close()
+	eng := idempotency.New(store, idempotency.WithWaitInFlight(5*time.Second))
+	req := idempotency.ClaimRequest{Key: keys.Window("daily-report", time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), 24*time.Hour)}
+
+	started := make(chan struct{})
+	first := make(chan idempotency.Outcome)
+	go func() {
+		r := req
+		r.Owner = "r1"
+		out, _ := eng.Do(context.Background(), r, func(context.Context, *idempotency.Lease) (string, error) {
+			close(started)
+			time.Sleep(200 * time.Millisecond) // the report takes a while
+			return "report-2026-11-30", nil
+		})
+		first <- out
+	}()
+	<-started
+	r := req
+	r.Owner = "r2" // the double click, while r1 still runs
+	out, err := eng.Do(context.Background(), r, func(context.Context, *idempotency.Lease) (string, error) {
+		fmt.Println("never runs")
+		return "", nil
+	})
+	fmt.Println("duplicate:", out.Decision, out.ResultRef, err)
+	fmt.Println("first:", (<-first).Decision)
+	// Output:
+	// duplicate: REPEAT_DONE report-2026-11-30 <nil>
+	// first: FIRST
+}
+
+// The kill switch for tests and local runs: the function runs every time
+// and nothing is claimed or recorded (IDEMPOTENCY_DISABLED=true in the
+// template, refused where IDEMGATE_ENV=production).
+func ExampleWithDisabled() {
+	dir, _ := os.MkdirTemp("", "idem")
+	defer os.RemoveAll(dir)
+	store, _ := boltstore.Open(dir, time.Second)
+	defer store.Close()
+	eng := idempotency.New(store, idempotency.WithDisabled())
+	req := idempotency.ClaimRequest{Key: keys.FromFingerprint("any"), Owner: "r1"}
+	for range 2 {
+		out, _ := eng.Do(context.Background(), req, func(context.Context, *idempotency.Lease) (string, error) {
+			fmt.Println("runs")
+			return "x", nil
+		})
+		fmt.Println(out.Decision)
+	}
+	// Output:
+	// runs
+	// DISABLED
+	// runs
+	// DISABLED
+}
