@@ -12,10 +12,11 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 )
 
-// Keywords is the worked example of a task type with two steps (README,
-// "Add a task type"): a pure "candidates" step whose small result is stored
-// in its step record, then a model step that ranks them. If the model call
-// fails, the retry resumes at "rank": "candidates" does not run again.
+// Keywords is the worked example of a task type with two steps
+// (docs/library.md, "Add a task type to the template"): a pure "candidates"
+// step whose small result is checkpointed on the task's record, then a model
+// step that ranks them. If the model call fails, the retry resumes at
+// "rank": "candidates" does not run again.
 var Keywords = TaskType{
 	Name: "keywords",
 	Steps: []Step{
