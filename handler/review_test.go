@@ -83,8 +83,9 @@ func TestReviewFailingFinishesHoldTheSweeperHead(t *testing.T) {
 	})
 }
 
-// legacyPayloadHash is payload_hash as DESIGN §4.3 defines it and as the
-// function stored it before the input's hash joined it.
+// legacyPayloadHash is payload_hash as the starting contract defined it and
+// the function stored it before the input's hash joined it (docs/design.md
+// §15).
 func legacyPayloadHash(t *testing.T, taskType, op, version string) string {
 	b, err := jcs.Marshal(map[string]any{"task_type": taskType, "operation": op, "input_version": version})
 	if err != nil {
