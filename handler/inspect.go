@@ -37,8 +37,8 @@ func (p *Pipeline) Inspect(ctx context.Context, key string, meta Meta) (Inspecti
 	if p.Retention.Records > 0 {
 		out.DedupWindowEnds = DedupWindowEnds(rec, p.Retention.Records)
 	}
-	if p.Maint != nil {
-		if out.Replays, err = p.Maint.Replays(ctx, key); err != nil {
+	if m := p.maint(); m != nil {
+		if out.Replays, err = m.Replays(ctx, key); err != nil {
 			return out, err
 		}
 	}

@@ -48,8 +48,9 @@ func newOwner(prefix string) string {
 // finish (publish, notify) was left pending are finished. Two sweepers at
 // once are safe: the claims arbitrate.
 func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepReport, error) {
-	if p.Maint == nil {
-		return SweepReport{}, idempotency.Final("unsupported", errors.New("the store has no maintenance operations"))
+	m := p.maint()
+	if m == nil {
+		return SweepReport{}, errNoMaint
 	}
 	if o.Limit <= 0 {
 		o.Limit = 50
@@ -58,7 +59,7 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 		o.Budget = 40 * time.Second
 	}
 	end := time.Now().Add(o.Budget)
-	cands, err := p.Maint.Candidates(ctx, o.Limit, o.Grace)
+	cands, err := m.Candidates(ctx, o.Limit, o.Grace)
 	if err != nil {
 		return SweepReport{}, fmt.Errorf("sweep: %w", err)
 	}
@@ -169,7 +170,7 @@ func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, ow
 
 // setAside defers rec for d and answers why.
 func (p *Pipeline) setAside(ctx context.Context, o Outcome, rec driver.Record, d time.Duration, why error) Outcome {
-	if err := p.Maint.Defer(ctx, rec, d); err != nil {
+	if err := p.maint().Defer(ctx, rec, d); err != nil {
 		p.Log.WarnContext(ctx, "sweeper could not set a record aside", "error", err.Error())
 	}
 	p.Log.InfoContext(ctx, "sweeper set a record aside", "status", rec.Status, "reason", why.Error())
@@ -261,6 +262,9 @@ func (r ReplayRequest) check() error {
 // unknown key, or one without a stored input, changes nothing: its dead
 // letter carries the event (replay --dlq).
 func (p *Pipeline) ReplayKey(ctx context.Context, key string, r ReplayRequest, meta Meta) (Outcome, error) {
+	if p.maint() == nil {
+		return Outcome{}, errNoMaint
+	}
 	if err := r.check(); err != nil {
 		return Outcome{}, err
 	}
@@ -306,6 +310,9 @@ func (p *Pipeline) reset(ctx context.Context, key string, rp driver.Replay) (pri
 // idempotency_key reused): that record is not touched, and the member is
 // answered payload_mismatch naming both payload hashes.
 func (p *Pipeline) ReplayDLQ(ctx context.Context, body []byte, r ReplayRequest, meta Meta) ([]Outcome, error) {
+	if p.maint() == nil {
+		return nil, errNoMaint
+	}
 	if err := r.check(); err != nil {
 		return nil, err
 	}

@@ -23,7 +23,6 @@ type Pipeline struct {
 	Model   Model
 	Notify  Notifier // nil: notify.url is refused as unsupported
 	Tasks   *Registry
-	Maint   driver.Maintainer // nil: sweep and replay are unavailable
 	// KeyFallback keys an event without tenant_id or operation by the
 	// fingerprint of its data instead of refusing it (KEY_FALLBACK=fingerprint).
 	KeyFallback bool
@@ -317,3 +316,16 @@ func classifyResultErr(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// maint is the engine's store's maintenance side (driver.Maintainer), which
+// sweeps, replays, purges and the audit read: nil when the store has none.
+// Taken from the engine's own store, so a reset and the listing that led to
+// it can never go to two different stores.
+func (p *Pipeline) maint() driver.Maintainer {
+	m, _ := p.Engine.Store().(driver.Maintainer)
+	return m
+}
+
+// errNoMaint refuses the operations a store without a maintenance side
+// cannot serve.
+var errNoMaint = idempotency.Final("unsupported", errors.New("the store has no maintenance operations"))

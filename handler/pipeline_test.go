@@ -65,7 +65,7 @@ func newRigOn(t *testing.T, store driver.Maintainer, dir string, m *model, opts 
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	p := &handler.Pipeline{Engine: idempotency.New(store, append([]idempotency.Option{idempotency.WithLogger(log)}, opts...)...),
 		Results: func(context.Context, handler.Credentials) (handler.ResultStore, error) { return local, nil },
-		Model:   m, Tasks: handler.Builtin(), Maint: store, Log: log}
+		Model:   m, Tasks: handler.Builtin(), Log: log}
 	return &rig{p: p, store: store, dir: dir, m: m}
 }
 

@@ -41,8 +41,9 @@ type PurgeReport struct {
 // driver.Maintainer.Purge), until nothing more is due or the budget or
 // ctx ends. Traffic, the sweeper and another purge may run meanwhile.
 func (p *Pipeline) Purge(ctx context.Context, o PurgeOptions) (PurgeReport, error) {
-	if p.Maint == nil {
-		return PurgeReport{}, idempotency.Final("unsupported", errors.New("the store has no maintenance operations"))
+	m := p.maint()
+	if m == nil {
+		return PurgeReport{}, errNoMaint
 	}
 	if o.OlderThan <= 0 {
 		o.OlderThan = p.Retention.Records
@@ -59,7 +60,7 @@ func (p *Pipeline) Purge(ctx context.Context, o PurgeOptions) (PurgeReport, erro
 	end := time.Now().Add(o.Budget)
 	rep := PurgeReport{OlderThan: o.OlderThan.String(), StatsOlderThan: o.StatsOlderThan.String()}
 	for {
-		b, err := p.Maint.Purge(ctx, driver.PurgeRequest{OlderThan: o.OlderThan, StatsOlderThan: o.StatsOlderThan,
+		b, err := m.Purge(ctx, driver.PurgeRequest{OlderThan: o.OlderThan, StatsOlderThan: o.StatsOlderThan,
 			Limit: o.Limit})
 		rep.Add(b)
 		rep.Batches++

@@ -168,8 +168,7 @@ func TestReviewFailedResetLeavesAFenceTheStoreNeverReached(t *testing.T) {
 		}
 		brokenStore := failingReset{store}
 		brokenEngine := idempotency.New(brokenStore, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(5*time.Second))
-		broken := &handler.Pipeline{Engine: brokenEngine, Results: rg.p.Results, Model: m, Tasks: handler.Builtin(),
-			Maint: brokenStore, Log: rg.p.Log}
+		broken := &handler.Pipeline{Engine: brokenEngine, Results: rg.p.Results, Model: m, Tasks: handler.Builtin(), Log: rg.p.Log}
 		if _, err := broken.ReplayKey(context.Background(), derive(t, data).Key, handler.ReplayRequest{Reason: "r", Operator: "op"},
 			handler.Meta{RetryCount: -1}); err == nil {
 			t.Fatal("the replay did not fail")
@@ -287,4 +286,40 @@ func TestReviewADeferralDoesNotOutliveTheStateItWasMadeFor(t *testing.T) {
 				rec.SweepAfter.Format(time.RFC3339))
 		}
 	})
+}
+
+// storeOnly hides a store's maintenance side.
+type storeOnly struct{ driver.Store }
+
+// A pipeline whose store has no maintenance side refuses sweep, replay and
+// purge (unsupported) and changes nothing; before, a replay reset the record
+// through the engine and then failed on the missing maintenance side.
+func TestReviewMaintenanceUnavailableChangesNothing(t *testing.T) {
+	m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) {
+		return llm.Response{}, idempotency.Final("policy_rejected", errors.New("content policy"))
+	}}
+	rg := newRig(t, m)
+	data := summarizeData(fmt.Sprintf("no maint %d", time.Now().UnixNano()))
+	d := derive(t, data)
+	body := taskBody("ev-1", data, "")
+	if o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"})); o.Status != "FAILED_FINAL" {
+		t.Fatalf("first: %+v", o)
+	}
+	bare := *rg.p
+	bare.Engine = idempotency.New(storeOnly{rg.store})
+	ctx, rr := context.Background(), handler.ReplayRequest{Reason: "r", Operator: "op"}
+	_, sweepErr := bare.Sweep(ctx, handler.Meta{}, handler.SweepOptions{})
+	_, keyErr := bare.ReplayKey(ctx, d.Key, rr, handler.Meta{RetryCount: -1})
+	_, dlqErr := bare.ReplayDLQ(ctx, body, rr, handler.Meta{RetryCount: -1})
+	_, purgeErr := bare.Purge(ctx, handler.PurgeOptions{})
+	for name, err := range map[string]error{"sweep": sweepErr, "replay --key": keyErr, "replay --dlq": dlqErr, "purge": purgeErr} {
+		if _, code := idempotency.Classify(err); code != "unsupported" {
+			t.Errorf("%s without a maintenance side: %v, want unsupported", name, err)
+		}
+	}
+	rows, _ := rg.store.Replays(ctx, d.Key)
+	rec, _ := rg.store.Get(ctx, d.Key)
+	if len(rows) != 0 || rec.Status != driver.StatusFailedFinal {
+		t.Errorf("a refused operation changed the store: %d audit rows, status %s", len(rows), rec.Status)
+	}
 }

@@ -75,7 +75,7 @@ func tracedRig(t *testing.T) (*handler.Pipeline, *modelfake.Fake, *receiver, *by
 	log := logx.New(&lockedWriter{w: logs}, nil, &logx.Redactor{})
 	p := &handler.Pipeline{Engine: idempotency.New(store, idempotency.WithLogger(log)),
 		Results: func(context.Context, handler.Credentials) (handler.ResultStore, error) { return local, nil },
-		Model:   model, Tasks: handler.Builtin(), Maint: store, Log: log,
+		Model:   model, Tasks: handler.Builtin(), Log: log,
 		Notify: notify.New(notify.Options{Timeout: 5 * time.Second,
 			Allow: notify.MustParseAllowList("http://" + strings.TrimPrefix(rc.url, "http://") + ";loopback")})}
 	return p, fake, rc, logs, store

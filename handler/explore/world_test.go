@@ -357,7 +357,7 @@ func (w *world) pipeline(a *actor) *handler.Pipeline {
 	a.engine = idempotency.New(st, opts...)
 	return &handler.Pipeline{Engine: a.engine,
 		Results: func(context.Context, handler.Credentials) (handler.ResultStore, error) { return rs, nil },
-		Model:   &modelW{a: a, m: w.model}, Notify: &notifyW{a: a, n: w.notes}, Tasks: handler.Builtin(), Maint: st,
+		Model:   &modelW{a: a, m: w.model}, Notify: &notifyW{a: a, n: w.notes}, Tasks: handler.Builtin(),
 		Fault: func(point string) { a.yield("fault "+point, false) }, Log: w.log}
 }
 

@@ -169,7 +169,11 @@ func setupStats(flags *flag.FlagSet) action {
 	asJSON := flags.Bool("json", false, "print JSON instead of a table")
 	return func(ctx context.Context, r *run) int {
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
-			rows, err := a.Pipeline.Maint.Stats(ctx, time.Now().Add(-*since))
+			m, ok := a.Engine.Store().(driver.Maintainer)
+			if !ok {
+				return r.fail(fmt.Errorf("stats: the store keeps no counters"), a.Redactor.Redact)
+			}
+			rows, err := m.Stats(ctx, time.Now().Add(-*since))
 			if err != nil {
 				return r.fail(err, a.Redactor.Redact)
 			}
