@@ -179,13 +179,14 @@ func TestPurgeTimerEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := inst.invoke(t, timer, "fc-purge-"+nonce(), nil)
+	purgeID := "fc-purge-" + nonce()
+	a := inst.invoke(t, timer, purgeID, nil)
 	var rep handler.PurgeReport
 	if err := json.Unmarshal(a.body, &rep); a.status != 200 || err != nil || rep.Records != 1 || rep.Steps != 0 ||
 		rep.More || rep.OlderThan != "720h0m0s" {
 		t.Fatalf("purge timer: %d %s", a.status, a.body)
 	}
-	lines := (&tail{t: t, in: inst}).next()
+	lines := (&tail{t: t, in: inst}).through(purgeID, 1) // the log arrives behind the answer
 	done := slices.IndexFunc(lines, func(l logq.Line) bool { return l.Text("msg") == "purge done" })
 	if done < 0 || lines[done].Text("purged_records") != "1" {
 		t.Fatalf("no purge line with its counts in %v", lines)
