@@ -46,6 +46,18 @@ func (l *tail) through(reqID string, times int) []logq.Line {
 	return l.next()
 }
 
+// waitOutput waits until the instance's output holds want: the output
+// arrives through a pipe, behind the answers.
+func (in *instance) waitOutput(t *testing.T, want string) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(in.Output(), want); {
+		if time.Now().After(end) {
+			t.Fatalf("output lacks %q", want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (l *tail) next() []logq.Line {
 	l.t.Helper()
 	var out []logq.Line

@@ -175,11 +175,8 @@ func TestCustomRuntimeProtocol(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	out := inst.Output()
 	for _, want := range []string{"FC Invoke Start RequestId: fc-1", "FC Invoke End RequestId: fc-1"} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("log lacks %q", want)
-		}
+		inst.waitOutput(t, want)
 	}
 }
 
