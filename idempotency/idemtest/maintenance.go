@@ -311,70 +311,21 @@ const purgeAge = 2 * time.Second
 // audit rows as old, in batches of the limit; non-terminal and younger
 // records stay, and an audit row younger than its purged record outlives
 // it until it is as old; stats rows go by their own retention; a duplicate
-// of a purged key is claimed FIRST again. One scenario in time order, long
-// on purpose: its counts depend on the ages its steps give the records.
+// of a purged key is claimed FIRST again. One scenario in time order: its
+// counts depend on the ages its steps give the records.
 func RunPurge(t *testing.T, s driver.Maintainer) {
 	ctx := context.Background()
-	e := idempotency.New(s, idempotency.WithLogger(TestLogger(t)), idempotency.WithMaxAttempts(1))
-	e3 := idempotency.New(s, idempotency.WithLogger(TestLogger(t)), idempotency.WithMaxAttempts(3))
-	succeeded := func(k string, step bool) {
-		t.Helper()
-		_, l := claim(t, e, req(k, "w-"+k[:6]))
-		if step {
-			if _, err := l.Step(ctx, "generate", func(context.Context) (string, error) { return "out", nil }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := l.Complete(ctx, "ref"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	failedFinal := func(k string) {
-		t.Helper()
-		_, _ = e.Do(ctx, req(k, "w-"+k[:6]), func(context.Context, *idempotency.Lease) (string, error) {
-			return "", idempotency.Final("policy_rejected", errors.New("no"))
-		})
-	}
-	audit := func(k, why string) {
-		t.Helper()
-		if _, _, err := s.Reset(ctx, k, driver.Replay{Reason: why, Operator: "op", Source: "key"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Old: two purgeable records (one with a checkpoint and an audit row), an
-	// audit row of a key without a record, and records that must stay.
-	done, failed, orphan := NewKey(), NewKey(), NewKey()
-	succeeded(done, true)
-	audit(done, "old") // a SUCCEEDED record is left as it is: an audit row alone
-	failedFinal(failed)
-	audit(orphan, "dead letter of a delivery that never reached the store")
-	pending := NewKey() // completed, its finish still pending
-	r := req(pending, "p")
-	r.FinishAfter = true
-	_, lp := claim(t, e, r)
-	if err := lp.Complete(ctx, "ref"); err != nil {
-		t.Fatal(err)
-	}
-	retrying := NewKey()
-	_, lr := claim(t, e3, req(retrying, "r"))
-	if st, err := lr.Fail(ctx, idempotency.Retryable("timeout", errors.New("slow"))); err != nil || st != driver.StatusFailedRetryable {
-		t.Fatalf("retrying: %s %v", st, err)
-	}
-	running := NewKey()
-	claim(t, e, req(running, "live"))
-	now := time.Now().UTC().Truncate(time.Minute)
-	if err := s.AddStats(ctx, []driver.StatRow{{Minute: now.Add(-72 * time.Hour), Name: "first", Count: 1},
-		{Minute: now.Add(-72 * time.Hour), Name: "fast_reject", Count: 1}, {Minute: now.Add(-10 * time.Minute), Name: "first", Count: 1},
-		{Minute: now.Add(-time.Minute), Name: "first", Count: 1}}); err != nil {
-		t.Fatal(err)
-	}
+	p := purgeScene{t: t, s: s, e: idempotency.New(s, idempotency.WithLogger(TestLogger(t)), idempotency.WithMaxAttempts(1)),
+		e3: idempotency.New(s, idempotency.WithLogger(TestLogger(t)), idempotency.WithMaxAttempts(3))}
+	old := p.old()
 	time.Sleep(purgeAge + 300*time.Millisecond)
 
 	youngAt := time.Now()
 	youngDone, youngFailed := NewKey(), NewKey()
-	succeeded(youngDone, false)
-	failedFinal(youngFailed)
-	audit(done, "young") // younger than the retention: it outlives its record
+	p.succeeded(youngDone, false)
+	p.failedFinal(youngFailed)
+	p.audit(old.done, "young") // younger than the retention: it outlives its record
+	old.stays[youngDone], old.stays[youngFailed] = driver.StatusSucceeded, driver.StatusFailedFinal
 	total := purgeAll(t, s, driver.PurgeRequest{OlderThan: purgeAge, StatsOlderThan: 5 * time.Minute, Limit: 1})
 	if time.Since(youngAt) >= purgeAge {
 		t.Fatalf("this machine took %s to make and purge two records: the young ones aged past the retention", time.Since(youngAt))
@@ -382,30 +333,10 @@ func RunPurge(t *testing.T, s driver.Maintainer) {
 	// (Steps counts the step records of earlier versions; steps are
 	// checkpoints on the record now.)
 	want(t, "records purged", total, driver.PurgeReport{Records: 2, Replays: 2, Stats: 3})
-	for _, k := range []string{done, failed} {
-		if _, err := s.Get(ctx, k); !errors.Is(err, driver.ErrNotFound) {
-			t.Errorf("%s… was not purged: %v", k[:8], err)
-		}
-	}
-	stays := map[string]driver.Status{pending: driver.StatusSucceeded, retrying: driver.StatusFailedRetryable,
-		running: driver.StatusRunning, youngDone: driver.StatusSucceeded, youngFailed: driver.StatusFailedFinal}
-	for k, st := range stays {
-		if got, err := s.Get(ctx, k); err != nil || got.Status != st {
-			t.Errorf("%s… (%s) did not stay: %s %v", k[:8], st, got.Status, err)
-		}
-	}
-	if rps, err := s.Replays(ctx, done); err != nil || len(rps) != 1 || rps[0].Reason != "young" {
-		t.Errorf("audit rows of the purged record: %+v %v; want only the young one", rps, err)
-	}
-	if rps, _ := s.Replays(ctx, orphan); len(rps) != 0 {
-		t.Errorf("old audit row without a record stayed: %+v", rps)
-	}
-	if rows, err := s.Stats(ctx, now.Add(-96*time.Hour)); err != nil || len(rows) != 1 || !rows[0].Minute.Equal(now.Add(-time.Minute)) {
-		t.Errorf("stats after the purge: %+v %v; want the last minute's row alone", rows, err)
-	}
+	old.checkPurged(t, s)
 
 	// The dedup window of the purged key has ended: a duplicate is a new action.
-	if res, l := claim(t, e, req(failed, "late")); res.Decision != idempotency.DecisionFirst || l == nil || l.Attempt != 1 {
+	if res, l := claim(t, p.e, req(old.failed, "late")); res.Decision != idempotency.DecisionFirst || l == nil || l.Attempt != 1 {
 		t.Fatalf("duplicate of a purged key: %s", res.Decision)
 	}
 	// Once as old, the young records and the audit row that outlived its
@@ -413,14 +344,115 @@ func RunPurge(t *testing.T, s driver.Maintainer) {
 	time.Sleep(purgeAge)
 	total = purgeAll(t, s, driver.PurgeRequest{OlderThan: purgeAge, Limit: 1})
 	want(t, "second purge", total, driver.PurgeReport{Records: 2, Replays: 1})
-	if rps, _ := s.Replays(ctx, done); len(rps) != 0 {
+	if rps, _ := s.Replays(ctx, old.done); len(rps) != 0 {
 		t.Errorf("the audit row outlived its record past the retention: %+v", rps)
 	}
-	if got, err := s.Get(ctx, failed); err != nil || got.Status != driver.StatusRunning {
+	if got, err := s.Get(ctx, old.failed); err != nil || got.Status != driver.StatusRunning {
 		t.Errorf("the re-claimed key: %s %v", got.Status, err)
 	}
 	if _, err := s.Purge(ctx, driver.PurgeRequest{}); err == nil {
 		t.Error("a purge without a retention ran")
+	}
+}
+
+// purgeScene makes the records RunPurge ages and purges.
+type purgeScene struct {
+	t     *testing.T
+	s     driver.Maintainer
+	e, e3 *idempotency.Engine // one attempt, three attempts
+}
+
+func (p purgeScene) succeeded(k string, step bool) {
+	p.t.Helper()
+	_, l := claim(p.t, p.e, req(k, "w-"+k[:6]))
+	if step {
+		if _, err := l.Step(context.Background(), "generate", func(context.Context) (string, error) { return "out", nil }); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	if err := l.Complete(context.Background(), "ref"); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p purgeScene) failedFinal(k string) {
+	p.t.Helper()
+	_, _ = p.e.Do(context.Background(), req(k, "w-"+k[:6]), func(context.Context, *idempotency.Lease) (string, error) {
+		return "", idempotency.Final("policy_rejected", errors.New("no"))
+	})
+}
+
+func (p purgeScene) audit(k, why string) {
+	p.t.Helper()
+	if _, _, err := p.s.Reset(context.Background(), k, driver.Replay{Reason: why, Operator: "op", Source: "key"}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// oldRecords are what purgeScene.old made: the keys that go, and the
+// status of each key that must stay.
+type oldRecords struct {
+	done, failed, orphan string
+	stays                map[string]driver.Status
+	now                  time.Time // the minute the stats rows count from
+}
+
+// old makes two purgeable records (one with a checkpoint and an audit row),
+// an audit row of a key without a record, records that must stay, and stats
+// rows of several ages.
+func (p purgeScene) old() oldRecords {
+	t, ctx := p.t, context.Background()
+	o := oldRecords{done: NewKey(), failed: NewKey(), orphan: NewKey()}
+	p.succeeded(o.done, true)
+	p.audit(o.done, "old") // a SUCCEEDED record is left as it is: an audit row alone
+	p.failedFinal(o.failed)
+	p.audit(o.orphan, "dead letter of a delivery that never reached the store")
+	pending := NewKey() // completed, its finish still pending
+	r := req(pending, "p")
+	r.FinishAfter = true
+	_, lp := claim(t, p.e, r)
+	if err := lp.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	retrying := NewKey()
+	_, lr := claim(t, p.e3, req(retrying, "r"))
+	if st, err := lr.Fail(ctx, idempotency.Retryable("timeout", errors.New("slow"))); err != nil || st != driver.StatusFailedRetryable {
+		t.Fatalf("retrying: %s %v", st, err)
+	}
+	running := NewKey()
+	claim(t, p.e, req(running, "live"))
+	o.stays = map[string]driver.Status{pending: driver.StatusSucceeded, retrying: driver.StatusFailedRetryable, running: driver.StatusRunning}
+	o.now = time.Now().UTC().Truncate(time.Minute)
+	if err := p.s.AddStats(ctx, []driver.StatRow{{Minute: o.now.Add(-72 * time.Hour), Name: "first", Count: 1},
+		{Minute: o.now.Add(-72 * time.Hour), Name: "fast_reject", Count: 1}, {Minute: o.now.Add(-10 * time.Minute), Name: "first", Count: 1},
+		{Minute: o.now.Add(-time.Minute), Name: "first", Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// checkPurged checks the store after the first purge.
+func (o oldRecords) checkPurged(t *testing.T, s driver.Maintainer) {
+	t.Helper()
+	ctx := context.Background()
+	for _, k := range []string{o.done, o.failed} {
+		if _, err := s.Get(ctx, k); !errors.Is(err, driver.ErrNotFound) {
+			t.Errorf("%s… was not purged: %v", k[:8], err)
+		}
+	}
+	for k, st := range o.stays {
+		if got, err := s.Get(ctx, k); err != nil || got.Status != st {
+			t.Errorf("%s… (%s) did not stay: %s %v", k[:8], st, got.Status, err)
+		}
+	}
+	if rps, err := s.Replays(ctx, o.done); err != nil || len(rps) != 1 || rps[0].Reason != "young" {
+		t.Errorf("audit rows of the purged record: %+v %v; want only the young one", rps, err)
+	}
+	if rps, _ := s.Replays(ctx, o.orphan); len(rps) != 0 {
+		t.Errorf("old audit row without a record stayed: %+v", rps)
+	}
+	if rows, err := s.Stats(ctx, o.now.Add(-96*time.Hour)); err != nil || len(rows) != 1 || !rows[0].Minute.Equal(o.now.Add(-time.Minute)) {
+		t.Errorf("stats after the purge: %+v %v; want the last minute's row alone", rows, err)
 	}
 }
 
