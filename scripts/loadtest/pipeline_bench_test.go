@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,4 +153,46 @@ func BenchmarkClaimCompleteParts(b *testing.B) {
 	b.ReportMetric(per(tMySQL)/per(tRaw), "mysql-x-raw")
 	b.ReportMetric(per(tFull)/per(tRaw), "x-raw")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkPipelineFirst: Pipeline.Handle of fresh actions that ask for a
+// notify POST, on MySQL and Redis, against the load test's fakes (V4-signed
+// OSS, model, notify receiver) — the function's whole first delivery minus
+// net/http, for a profile of where its CPU goes:
+//
+//	go test -run '^$' -bench PipelineFirst -benchtime 2000x -cpuprofile /tmp/first.pprof ./scripts/loadtest/
+func BenchmarkPipelineFirst(b *testing.B) {
+	f, err := startFakes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(f.close)
+	env := map[string]string{"MYSQL_DSN": testenv.FreshMySQLDSN(b), "REDIS_URL": testenv.RedisURL(b)}
+	for _, kv := range f.env() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		b.Fatal(err)
+	}
+	red := &logx.Redactor{}
+	a, err := app.Open(cfg, logx.New(io.Discard, slog.LevelInfo, red), red)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { a.Close() })
+	ctx := context.Background()
+	if _, err := a.MySQL.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	actions := newActions(proc.Nonce(), b.N, f.notifyURL)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rep := a.Pipeline.Handle(ctx, actions[i].Body, handler.Meta{RequestID: actions[i].EventID, RetryCount: -1})
+		if rep.Status != 200 {
+			b.Fatalf("first: %d %s", rep.Status, rep.Body)
+		}
+	}
 }
