@@ -395,7 +395,12 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 	steps := make(map[string]string, len(l.steps)+1)
 	maps.Copy(steps, l.steps)
 	steps[op] = out
-	if err := l.e.store.Checkpoint(ctx, l.Key, l.Fence, steps); err != nil {
+	// Detached like Complete and Fail: a step that ended as the invocation's
+	// deadline passed is done, and its checkpoint (fenced) must still land,
+	// or the retry runs it again.
+	c, cancel := detached(ctx)
+	defer cancel()
+	if err := l.e.store.Checkpoint(c, l.Key, l.Fence, steps); err != nil {
 		return "", storeErr("checkpoint "+op, err)
 	}
 	l.steps = steps
