@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
@@ -79,7 +80,7 @@ func (in *StepInput) SaveOutput(ctx context.Context, out Output) (string, error)
 	if _, err := in.Results.PutOnce(ctx, key, body, "application/json", ossresult.Meta{IdempotencyKey: in.Key, RequestID: in.RequestID}); err != nil {
 		return "", classifyResultErr("save output", err)
 	}
-	if in.saved != nil {
+	if in.saved != nil && utf8.ValidString(out.Text) { // else the object holds U+FFFD for it: read it back
 		*in.saved = savedOutput{key: key, text: out.Text}
 	}
 	return key, nil
