@@ -253,6 +253,7 @@ type Lease struct {
 	salvage     bool
 	finishAfter bool
 	completed   bool              // Complete left a finish pending under this lease
+	stepsMu     sync.Mutex        // steps may run concurrently; each checkpoint writes the whole map
 	steps       map[string]string // the record's checkpoints, as this lease knows them
 	disabled    bool              // WithDisabled: no store behind it
 }
@@ -382,7 +383,10 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 	if l.disabled {
 		return fn(ctx)
 	}
-	if v, ok := l.steps[op]; ok {
+	l.stepsMu.Lock()
+	v, ok := l.steps[op]
+	l.stepsMu.Unlock()
+	if ok {
 		return v, nil
 	}
 	out, err := fn(ctx)
@@ -392,6 +396,10 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 	if err != nil {
 		return "", err
 	}
+	// One checkpoint at a time, each from the map the one before wrote: two
+	// steps ending together must not each write a map without the other.
+	l.stepsMu.Lock()
+	defer l.stepsMu.Unlock()
 	steps := make(map[string]string, len(l.steps)+1)
 	maps.Copy(steps, l.steps)
 	steps[op] = out
