@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -403,6 +404,9 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 	steps := make(map[string]string, len(l.steps)+1)
 	maps.Copy(steps, l.steps)
 	steps[op] = out
+	if err := checkCheckpoints(steps); err != nil {
+		return "", err
+	}
 	// Detached like Complete and Fail: a step that ended as the invocation's
 	// deadline passed is done, and its checkpoint (fenced) must still land,
 	// or the retry runs it again.
@@ -413,6 +417,25 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 	}
 	l.steps = steps
 	return out, nil
+}
+
+// maxCheckpoints bounds the JSON of one task's step results: MySQL keeps
+// them in a TEXT column of the record (64 KiB, migration 007), where a
+// larger map fails in strict mode and is cut short otherwise.
+const maxCheckpoints = 60 << 10
+
+// checkCheckpoints refuses a map of step results the record cannot hold, as
+// FINAL: retrying cannot make it fit, and the step has already run.
+func checkCheckpoints(steps map[string]string) error {
+	b, err := json.Marshal(steps)
+	if err == nil && len(b) > maxCheckpoints {
+		err = fmt.Errorf("%d step results take %d bytes, over the %d one task's record holds: keep large outputs in objects and checkpoint their keys",
+			len(steps), len(b), maxCheckpoints)
+	}
+	if err != nil {
+		return Final("checkpoints_too_large", err)
+	}
+	return nil
 }
 
 // KeepAlive renews the lease every third of its length until stop is called.

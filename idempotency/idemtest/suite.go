@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FailedFinalIsTerminal", func(t *testing.T) { finalTerminal(t, h) })
 	t.Run("PayloadMismatch", func(t *testing.T) { payloadMismatch(t, h) })
 	t.Run("StepsCheckpointOnTheRecord", func(t *testing.T) { stepsCheckpoint(t, h) })
+	t.Run("CheckpointsPastTheRecordAreFinal", func(t *testing.T) { checkpointsTooLarge(t, h) })
 	t.Run("DoRunsOnceAndAnswersDuplicates", func(t *testing.T) { doOnce(t, h) })
 	t.Run("DoRecordsPanic", func(t *testing.T) { doPanic(t, h) })
 	t.Run("LeaseNeverOutlivesDeadline", func(t *testing.T) { leaseDeadline(t, h) })
@@ -399,6 +401,32 @@ func stepsCheckpoint(t *testing.T, h Harness) {
 	want(t, "checkpoints", len(rec.Steps), 2)
 	want(t, "send", rec.Steps["send"], "sent")
 	want(t, "flaky", rec.Steps["flaky"], "ok")
+}
+
+// checkpointsTooLarge: step results whose JSON passes the record's 60 KiB
+// (MySQL's TEXT column) are refused FINAL before the store sees them, and
+// the record keeps the checkpoints it held, readable by a takeover.
+func checkpointsTooLarge(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	key := NewKey()
+	_, l := claim(t, e, req(key, "a"))
+	big := strings.Repeat("x", driver.MaxResultRef-32)
+	var refused error
+	n := 0
+	for ; n < 40 && refused == nil; n++ {
+		_, refused = l.Step(ctx, fmt.Sprintf("step-%02d", n), func(context.Context) (string, error) { return big, nil })
+	}
+	var ie *idempotency.Error
+	if !errors.As(refused, &ie) || ie.Class != idempotency.ClassFinal || ie.Code != "checkpoints_too_large" {
+		t.Fatalf("after %d steps of %d bytes: %v, want FINAL checkpoints_too_large", n, len(big), refused)
+	}
+	if n < 29 {
+		t.Fatalf("refused after %d steps, want about 30 (60 KiB)", n)
+	}
+	rec := get(t, e, key)
+	want(t, "checkpoints kept", len(rec.Steps), n-1)
+	want(t, "a kept checkpoint", rec.Steps["step-00"], big)
 }
 
 func doOnce(t *testing.T, h Harness) {
