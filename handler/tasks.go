@@ -16,8 +16,10 @@ import (
 )
 
 // TaskType is the template's extension point: a named sequence of steps.
-// Each step runs at most once per business key; after a failure the task
-// resumes from the first step that has not completed. The last step returns
+// Each step's result is recorded once per business key; after a failure the
+// task resumes from the first step that has not completed (a step cut off
+// before its checkpoint runs again: docs/library.md, "Steps, leases and
+// finishes"). The last step returns
 // the object key of the attempt output (see [StepInput.SaveOutput]); its
 // "text" becomes approved/result.md.
 type TaskType struct {

@@ -63,8 +63,9 @@ func ExampleEngine_Do_finalError() {
 	// FINAL policy_rejected false
 }
 
-// The lower-level operations, for pipelines with checkpointed steps: a step
-// runs at most once per key and is skipped when the task is resumed.
+// The lower-level operations, for pipelines with checkpointed steps: a
+// step's result is recorded once per key, and the step is skipped when the
+// task is resumed.
 func ExampleLease_Step() {
 	dir, _ := os.MkdirTemp("", "idem")
 	defer os.RemoveAll(dir)
