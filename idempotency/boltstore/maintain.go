@@ -50,9 +50,9 @@ func due(r driver.Record, now time.Time, grace time.Duration) bool {
 	case driver.StatusRunning:
 		return !now.Before(r.LeaseUntil)
 	case driver.StatusFailedRetryable, driver.StatusReceived:
-		return r.UpdatedAt.Before(now.Add(-grace))
+		return !r.UpdatedAt.After(now.Add(-grace))
 	case driver.StatusSucceeded:
-		return r.Finish == driver.FinishPending && r.LeaseUntil.Before(now.Add(-grace))
+		return r.Finish == driver.FinishPending && !r.LeaseUntil.After(now.Add(-grace))
 	}
 	return false
 }

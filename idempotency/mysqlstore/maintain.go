@@ -24,10 +24,10 @@ func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) 
 	rows, err := s.db.QueryContext(ctx, `(SELECT `+columns+` FROM idempotency_record
  WHERE status = 'RUNNING' AND lease_until < NOW(3)`+due+` ORDER BY updated_at LIMIT ?)
  UNION ALL (SELECT `+columns+` FROM idempotency_record
- WHERE status IN ('FAILED_RETRYABLE', 'RECEIVED') AND updated_at < NOW(3) - INTERVAL ? MICROSECOND`+due+`
+ WHERE status IN ('FAILED_RETRYABLE', 'RECEIVED') AND updated_at <= NOW(3) - INTERVAL ? MICROSECOND`+due+`
  ORDER BY updated_at LIMIT ?)
  UNION ALL (SELECT `+columns+` FROM idempotency_record
- WHERE status = 'SUCCEEDED' AND lease_until < NOW(3) - INTERVAL ? MICROSECOND AND finish = 'PENDING'`+due+`
+ WHERE status = 'SUCCEEDED' AND lease_until <= NOW(3) - INTERVAL ? MICROSECOND AND finish = 'PENDING'`+due+`
  ORDER BY updated_at LIMIT ?)
  ORDER BY updated_at LIMIT ?`, limit, g, limit, g, limit, limit)
 	if err != nil {
