@@ -157,6 +157,34 @@ func BenchmarkDuplicateRedis(b *testing.B) {
 	interleave(b, raw, eng)
 }
 
+// BenchmarkDuplicateLocalCache: a duplicate of a SUCCEEDED key answered by
+// the instance's own cache (WithLocalCache), against the same EVALSHA floor:
+// what the cache saves an instance that sees a key twice.
+func BenchmarkDuplicateLocalCache(b *testing.B) {
+	r := setup(b)
+	ctx := context.Background()
+	eng := idempotency.New(r.store, idempotency.WithLocalCache(1024, time.Minute),
+		idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	key := newKey()
+	if _, err := eng.Do(ctx, idempotency.ClaimRequest{Key: key, Owner: "bench", PayloadHash: "ph"},
+		func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
+		b.Fatal(err)
+	}
+	rawKey := "bench:raw:" + newKey()
+	raw := func(int) {
+		if err := setIfAbsent.Run(ctx, r.rdb, []string{rawKey}, "x", 300000).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dup := func(int) {
+		res, l, err := eng.Claim(ctx, idempotency.ClaimRequest{Key: key, Owner: "dup", PayloadHash: "ph"})
+		if err != nil || l != nil || res.Source != "cache" {
+			b.Fatalf("duplicate not answered by the cache: %+v %v", res, err)
+		}
+	}
+	interleave(b, raw, dup)
+}
+
 // BenchmarkClaimCompleteAllOps compares the same engine path with every raw
 // operation it performs: one EVALSHA to claim, one INSERT, one UPDATE, one
 // EVALSHA to publish the terminal state.
