@@ -136,25 +136,7 @@ var setIfAbsent = bare.SetIfAbsent
 // Redis layer, against one EVALSHA of a set-if-absent script.
 func BenchmarkDuplicateRedis(b *testing.B) {
 	r := setup(b)
-	ctx := context.Background()
-	key := newKey()
-	if _, err := r.eng.Do(ctx, idempotency.ClaimRequest{Key: key, Owner: "bench", PayloadHash: "ph"},
-		func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
-		b.Fatal(err)
-	}
-	rawKey := "bench:raw:" + newKey()
-	raw := func(int) {
-		if err := setIfAbsent.Run(ctx, r.rdb, []string{rawKey}, "x", 300000).Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	eng := func(int) {
-		res, l, err := r.eng.Claim(ctx, idempotency.ClaimRequest{Key: key, Owner: "dup", PayloadHash: "ph"})
-		if err != nil || l != nil || res.Source != "redis" {
-			b.Fatalf("duplicate not answered by Redis: %+v %v", res, err)
-		}
-	}
-	interleave(b, raw, eng)
+	duplicates(b, r, r.eng, "redis")
 }
 
 // BenchmarkDuplicateLocalCache: a duplicate of a SUCCEEDED key answered by
@@ -162,9 +144,15 @@ func BenchmarkDuplicateRedis(b *testing.B) {
 // what the cache saves an instance that sees a key twice.
 func BenchmarkDuplicateLocalCache(b *testing.B) {
 	r := setup(b)
-	ctx := context.Background()
 	eng := idempotency.New(r.store, idempotency.WithLocalCache(1024, time.Minute),
 		idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	duplicates(b, r, eng, "cache")
+}
+
+// duplicates finishes a key with eng, then times its duplicates, which
+// source must answer, against the set-if-absent EVALSHA.
+func duplicates(b *testing.B, r rig, eng *idempotency.Engine, source string) {
+	ctx := context.Background()
 	key := newKey()
 	if _, err := eng.Do(ctx, idempotency.ClaimRequest{Key: key, Owner: "bench", PayloadHash: "ph"},
 		func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
@@ -178,8 +166,8 @@ func BenchmarkDuplicateLocalCache(b *testing.B) {
 	}
 	dup := func(int) {
 		res, l, err := eng.Claim(ctx, idempotency.ClaimRequest{Key: key, Owner: "dup", PayloadHash: "ph"})
-		if err != nil || l != nil || res.Source != "cache" {
-			b.Fatalf("duplicate not answered by the cache: %+v %v", res, err)
+		if err != nil || l != nil || res.Source != source {
+			b.Fatalf("duplicate not answered by %s: %+v %v", source, res, err)
 		}
 	}
 	interleave(b, raw, dup)
