@@ -196,7 +196,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 	}
 	return res, &Lease{e: e, Key: req.Key, Fence: res.Record.Fence, Attempt: res.Record.Attempt,
 		Owner: req.Owner, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash, try: req.Try,
-		salvage: res.Salvage, finishAfter: req.FinishAfter, steps: res.Record.Steps}, nil
+		salvage: res.Salvage, finishAfter: req.FinishAfter, steps: res.Record.Steps, checkpoint: make(chan struct{}, 1)}, nil
 }
 
 // Get reads the durable record.
@@ -254,8 +254,9 @@ type Lease struct {
 	salvage     bool
 	finishAfter bool
 	completed   bool              // Complete left a finish pending under this lease
-	stepsMu     sync.Mutex        // steps may run concurrently; each checkpoint writes the whole map
+	stepsMu     sync.Mutex        // guards steps
 	steps       map[string]string // the record's checkpoints, as this lease knows them
+	checkpoint  chan struct{}     // one checkpoint write at a time (each writes the whole map); a token
 	disabled    bool              // WithDisabled: no store behind it
 }
 
@@ -397,25 +398,34 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 	if err != nil {
 		return "", err
 	}
+	// Detached like Complete and Fail: a step that ended as the invocation's
+	// deadline passed is done, and its checkpoint (fenced) must still land,
+	// or the retry runs it again. The bound covers the wait for the write
+	// before it too, so that steps ending together do not add up theirs.
+	c, cancel := detached(ctx)
+	defer cancel()
 	// One checkpoint at a time, each from the map the one before wrote: two
 	// steps ending together must not each write a map without the other.
+	select {
+	case l.checkpoint <- struct{}{}:
+	case <-c.Done():
+		return "", storeErr("checkpoint "+op, fmt.Errorf("waiting for the checkpoint before it: %w", c.Err()))
+	}
+	defer func() { <-l.checkpoint }()
 	l.stepsMu.Lock()
-	defer l.stepsMu.Unlock()
 	steps := make(map[string]string, len(l.steps)+1)
 	maps.Copy(steps, l.steps)
+	l.stepsMu.Unlock()
 	steps[op] = out
 	if err := checkCheckpoints(steps); err != nil {
 		return "", err
 	}
-	// Detached like Complete and Fail: a step that ended as the invocation's
-	// deadline passed is done, and its checkpoint (fenced) must still land,
-	// or the retry runs it again.
-	c, cancel := detached(ctx)
-	defer cancel()
 	if err := l.e.store.Checkpoint(c, l.Key, l.Fence, steps); err != nil {
 		return "", storeErr("checkpoint "+op, err)
 	}
+	l.stepsMu.Lock()
 	l.steps = steps
+	l.stepsMu.Unlock()
 	return out, nil
 }
 
