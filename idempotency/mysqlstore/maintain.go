@@ -22,7 +22,7 @@ func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) 
 	const due = ` AND parent_key = '' AND (sweep_after IS NULL OR sweep_after <= NOW(3))`
 	g := grace.Microseconds()
 	rows, err := s.db.QueryContext(ctx, `(SELECT `+columns+` FROM idempotency_record
- WHERE status = 'RUNNING' AND lease_until < NOW(3)`+due+` ORDER BY updated_at LIMIT ?)
+ WHERE status = 'RUNNING' AND lease_until <= NOW(3)`+due+` ORDER BY updated_at LIMIT ?)
  UNION ALL (SELECT `+columns+` FROM idempotency_record
  WHERE status IN ('FAILED_RETRYABLE', 'RECEIVED') AND updated_at <= NOW(3) - INTERVAL ? MICROSECOND`+due+`
  ORDER BY updated_at LIMIT ?)
