@@ -379,8 +379,10 @@ func truncate(s string, n int) string {
 // gets the result of every step that completed instead of running it again.
 // A failing step records nothing (the caller's Fail records the task's
 // failure). A worker that lost its lease may still be running a step when
-// the new owner runs it too; only the owner's checkpoint lands. Keep results
-// small (an ID, an object key): at most MaxResultRef bytes.
+// the new owner runs it too; only the owner's checkpoint lands. Steps with
+// different ops may run concurrently; two concurrent calls with the same op
+// both run fn. Keep results small (an ID, an object key): at most
+// MaxResultRef bytes each, 60 KiB of JSON together.
 func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context) (string, error)) (string, error) {
 	if l.disabled {
 		return fn(ctx)
