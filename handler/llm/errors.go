@@ -206,13 +206,18 @@ func trimNull(raw json.RawMessage) json.RawMessage {
 
 // rawString renders a JSON string or number as text ("" for null/absent).
 func rawString(raw json.RawMessage) string {
-	raw = trimNull(raw)
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if s, ok := jsonString(raw); ok {
 		return s
 	}
-	return string(raw)
+	return string(trimNull(raw))
+}
+
+// jsonString is raw as a JSON string ("" for null or absent); ok is false
+// when raw holds something else.
+func jsonString(raw json.RawMessage) (s string, ok bool) {
+	raw = trimNull(raw)
+	if len(raw) == 0 {
+		return "", true
+	}
+	return s, json.Unmarshal(raw, &s) == nil
 }

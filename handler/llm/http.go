@@ -194,12 +194,7 @@ func (c *HTTPClient) decode(status int, data []byte) (Response, error) {
 // messageText accepts a string, null, or an array of {"type":"text","text":...}
 // parts (some compatible servers answer in parts).
 func messageText(raw json.RawMessage) string {
-	raw = trimNull(raw)
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if s, ok := jsonString(raw); ok {
 		return s
 	}
 	var parts []struct {

@@ -49,8 +49,20 @@ func BenchmarkPipelineDuplicateRedis(b *testing.B) {
 // finishedKey opens the function's app on MySQL and Redis (logs to w) and
 // runs one event to completion; duplicates of body are then answered by Redis.
 func finishedKey(b *testing.B, w io.Writer) (*app.App, []byte) {
-	env := map[string]string{"MYSQL_DSN": testenv.FreshMySQLDSN(b), "REDIS_URL": testenv.RedisURL(b),
-		"LLM_MODEL": "offline", "STATE_DIR": b.TempDir()}
+	a := openApp(b, map[string]string{"MYSQL_DSN": testenv.FreshMySQLDSN(b), "REDIS_URL": testenv.RedisURL(b),
+		"LLM_MODEL": "offline", "STATE_DIR": b.TempDir()}, w)
+	ctx := context.Background()
+	body := cloudEvent("bench-"+proc.Nonce(), map[string]any{"tenant_id": "acme", "task_type": "summarize",
+		"operation": "summarize", "input": map[string]any{"content": "[bench " + proc.Nonce() + "] " + filler}})
+	if rep := a.Pipeline.Handle(ctx, body, handler.Meta{RequestID: "first", RetryCount: -1}); rep.Status != 200 {
+		b.Fatalf("first: %d %s", rep.Status, rep.Body)
+	}
+	return a, body
+}
+
+// openApp opens the function's app on env (logs to w) and migrates its
+// database; it is closed when b ends.
+func openApp(b *testing.B, env map[string]string, w io.Writer) *app.App {
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		b.Fatal(err)
@@ -61,16 +73,10 @@ func finishedKey(b *testing.B, w io.Writer) (*app.App, []byte) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { a.Close() })
-	ctx := context.Background()
-	if _, err := a.MySQL.Migrate(ctx); err != nil {
+	if _, err := a.MySQL.Migrate(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	body := cloudEvent("bench-"+proc.Nonce(), map[string]any{"tenant_id": "acme", "task_type": "summarize",
-		"operation": "summarize", "input": map[string]any{"content": "[bench " + proc.Nonce() + "] " + filler}})
-	if rep := a.Pipeline.Handle(ctx, body, handler.Meta{RequestID: "first", RetryCount: -1}); rep.Status != 200 {
-		b.Fatalf("first: %d %s", rep.Status, rep.Body)
-	}
-	return a, body
+	return a
 }
 
 // BenchmarkDuplicateEventParse: event.Parse of one EventBridge event (strict
@@ -172,20 +178,8 @@ func BenchmarkPipelineFirst(b *testing.B) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	cfg, err := config.Load(func(k string) string { return env[k] })
-	if err != nil {
-		b.Fatal(err)
-	}
-	red := &logx.Redactor{}
-	a, err := app.Open(cfg, logx.New(io.Discard, slog.LevelInfo, red), red)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { a.Close() })
+	a := openApp(b, env, io.Discard)
 	ctx := context.Background()
-	if _, err := a.MySQL.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
 	actions := newActions(proc.Nonce(), b.N, f.notifyURL)
 	b.ReportAllocs()
 	b.ResetTimer()
