@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// The CloudEvents JSON-format conformance corpus lives next to the project
-// (../shared/conformance/cloudevents from the repo root), never inside it:
+// The CloudEvents JSON-format conformance corpus is an extra check kept
+// outside the repository (the maintainers' shared corpus beside the clone):
 // users' clones do not have it, and TestCloudEventsRules covers its rules.
 // IDEMGATE_CONFORMANCE_DIR names it explicitly; then it must be there (.ci/run
 // sets it when the corpus is present, so that a wrong path cannot skip).
@@ -41,7 +41,7 @@ func requireCorpus(t *testing.T) {
 		return
 	}
 	if errors.Is(err, fs.ErrNotExist) && os.Getenv("IDEMGATE_CONFORMANCE_DIR") == "" {
-		t.Skipf("CloudEvents conformance corpus not present at %s (a clone without ../shared): "+
+		t.Skipf("CloudEvents conformance corpus not present at %s (an extra check outside the repository): "+
 			"its rules are still tested by TestCloudEventsRules and TestCloudEventsBatchRules; "+
 			"set IDEMGATE_CONFORMANCE_DIR to require it", corpusDir)
 	}
