@@ -9,6 +9,19 @@ import (
 	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
+// keyFingerprint is the fingerprint of t's data when K is to be derived
+// from it (KEY_FALLBACK=fingerprint and no tenant_id or operation), else "".
+func (p *Pipeline) keyFingerprint(t *event.Task) (string, error) {
+	if !p.KeyFallback || (t.TenantID != "" && t.Operation != "") {
+		return "", nil
+	}
+	fp, err := keys.Fingerprint(t.Data)
+	if err != nil {
+		return "", idempotency.Final("invalid_request", err)
+	}
+	return fp, nil
+}
+
 // deriveKey derives K, input_version and payload_hash of a task event. An
 // event without tenant_id or operation (accepted only under
 // KEY_FALLBACK=fingerprint) is keyed by keyFP, the fingerprint of its data:

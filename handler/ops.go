@@ -13,7 +13,6 @@ import (
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
-	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/logx"
 	"github.com/idemgate/idemgate/ossresult"
 )
@@ -340,13 +339,9 @@ func (p *Pipeline) ReplayDLQ(ctx context.Context, body []byte, r ReplayRequest, 
 }
 
 func (p *Pipeline) replayTask(ctx context.Context, t *event.Task, r ReplayRequest, meta Meta, owner string) Outcome {
-	keyFP := ""
-	if p.KeyFallback && (t.TenantID == "" || t.Operation == "") {
-		fp, err := keys.Fingerprint(t.Data)
-		if err != nil {
-			return failure(Outcome{RequestID: t.RequestID}, idempotency.Final("invalid_request", err))
-		}
-		keyFP = fp
+	keyFP, err := p.keyFingerprint(t)
+	if err != nil {
+		return failure(Outcome{RequestID: t.RequestID}, err)
 	}
 	d, err := deriveKey(t, keyFP)
 	if err != nil {

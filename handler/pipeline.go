@@ -204,20 +204,19 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 	if err := checkLimits(ev); err != nil {
 		return nil, o, err
 	}
-	var keyFP string
-	if p.KeyFallback && (ev.TenantID == "" || ev.Operation == "") {
-		var err error
-		if keyFP, err = keys.Fingerprint(ev.Data); err != nil {
-			return nil, o, idempotency.Final("invalid_request", err)
-		}
+	keyFP, err := p.keyFingerprint(ev)
+	if err != nil {
+		return nil, o, err
 	}
 	d, err := deriveKey(ev, keyFP) // before the fingerprint: its errors name the input
 	if err != nil {
 		return nil, o, err
 	}
-	fp, err := keys.Fingerprint(ev.Data)
-	if err != nil {
-		return nil, o, idempotency.Final("invalid_request", err)
+	fp := keyFP // the same fingerprint, when K was derived from it
+	if fp == "" {
+		if fp, err = keys.Fingerprint(ev.Data); err != nil {
+			return nil, o, idempotency.Final("invalid_request", err)
+		}
 	}
 	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, reqID: ev.RequestID, tp: traceParentOf(ctx)}
 	if t.reqID == "" {
