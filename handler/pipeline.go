@@ -157,12 +157,8 @@ func (p *Pipeline) runTask(ctx context.Context, ev *event.Task, meta Meta, owner
 	start := time.Now()
 	ctx = p.traceTask(ctx, ev)
 	t, o, err := p.prepare(ctx, ev, meta)
-	if t == nil {
-		if o.IdempotencyKey == "" {
-			return failure(o, err)
-		}
-		ctx = logx.With(ctx, slog.String("request_id", o.RequestID), slog.String("idempotency_key", o.IdempotencyKey))
-		return p.logged(ctx, start, failure(o, err))
+	if t == nil { // refused before the key was known
+		return failure(o, err)
 	}
 	ctx = logx.With(ctx, slog.String("request_id", t.reqID), slog.String("idempotency_key", t.d.Key),
 		slog.String("fingerprint", t.fp), slog.String("task_type", t.TaskType))
