@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -74,7 +73,7 @@ func (m *MinuteStats) count(d idempotency.Decision, n int64) {
 		m.Mismatch += n
 	}
 	m.Claims += n
-	if slices.Contains(DuplicateDecisions(), d) {
+	if d.Duplicate() { // DuplicateDecisions
 		m.Duplicates += n
 	}
 }
