@@ -31,18 +31,9 @@ type storedInput struct {
 
 // inputDoc is input.json of t, canonical JSON.
 func inputDoc(t *event.Task, inputVersion, keyFP string) ([]byte, error) {
-	doc := map[string]any{"tenant_id": t.TenantID, "task_type": t.TaskType, "operation": t.Operation,
-		"input_version": inputVersion, "input": t.Input}
-	if keyFP != "" {
-		doc["key_fingerprint"] = keyFP
-	}
-	if t.IdempotencyKey != "" {
-		doc["idempotency_key"] = t.IdempotencyKey
-	}
-	if t.Notify != nil {
-		doc["notify"] = t.Notify
-	}
-	return jcs.Marshal(doc)
+	return jcs.Marshal(storedInput{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
+		InputVersion: inputVersion, Input: t.Input, IdempotencyKey: t.IdempotencyKey, Notify: t.Notify,
+		KeyFingerprint: keyFP})
 }
 
 // saveInput writes t's input.json create-once and returns the notify
