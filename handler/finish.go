@@ -138,14 +138,12 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 	if p.Fault != nil {
 		p.Fault("after_publish")
 	}
-	if notify != nil {
-		if err := p.postNotify(ctx, notify, o); err != nil {
-			return p.finishFailed(ctx, f, err)
-		}
-	}
 	if notify == nil {
 		f.DoneLater() // a repeat would only publish again: batched with others
 		return nil
+	}
+	if err := p.postNotify(ctx, notify, o); err != nil {
+		return p.finishFailed(ctx, f, err)
 	}
 	if err := f.Done(ctx); err != nil {
 		// Published and notified; only the record of it is missing. The
