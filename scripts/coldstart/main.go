@@ -140,10 +140,8 @@ func measure(ctx context.Context, o options) (*Report, error) {
 	} else {
 		// /initialize checks the database exists and is migrated: the
 		// binary's own migrate creates and migrates it.
-		migrate := exec.CommandContext(ctx, o.bin, "migrate", "--create-database")
-		migrate.Env = append(os.Environ(), "MYSQL_DSN="+o.mysqlDSN)
-		if out, err := migrate.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("migrate: %w: %s", err, proc.Tail(string(out), 5))
+		if _, err := proc.CLI(ctx, o.bin, []string{"MYSQL_DSN=" + o.mysqlDSN}, "migrate", "--create-database"); err != nil {
+			return nil, err
 		}
 		env = append(env, "MYSQL_DSN="+o.mysqlDSN, "REDIS_URL="+o.redisURL)
 	}
