@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The first-delivery group: first deliveries only (fresh actions, no
@@ -85,13 +84,6 @@ func (r *runner) firstPhases(m *measured) {
 	for _, ph := range r.interleave(r.firstJobs(m.rr.Run, r.o.FirstN, m.rr.Nonce), r.o.Slices, "first deliveries") {
 		if isFirst(ph.Name) {
 			r.tally(ph)
-			var cpu time.Duration
-			for _, s := range ph.Slices {
-				cpu += s.CPU
-			}
-			if len(ph.Results) > 0 {
-				m.rr.CPU[ph.Name] = cpu / time.Duration(len(ph.Results))
-			}
 		}
 		m.add(ph)
 		r.addHist(ph.Name, ph, "")

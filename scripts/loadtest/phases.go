@@ -29,9 +29,10 @@ func (r *runner) opJob(run int, name string, n int, op func(context.Context, int
 func (r *runner) dupJobs(run int, actions []Action, done []int, nDup, nBase int) []Job {
 	var jobs []Job
 	if nDup > 0 {
-		jobs = append(jobs, r.httpJob(run, r.dupPhase, PureDuplicates(actions, done, nDup), r.fl.targets, nil))
+		jobs = append(jobs, r.httpJob(run, r.dupPhase, PureDuplicates(actions, done, nDup), r.fl.targets, r.fl.loadPIDs))
 		if len(r.fl.mysqlTargets) > 0 {
-			jobs = append(jobs, r.httpJob(run, PhaseDupMySQL, PureDuplicates(actions, done, nDup), r.fl.mysqlTargets, nil))
+			jobs = append(jobs, r.httpJob(run, PhaseDupMySQL, PureDuplicates(actions, done, nDup), r.fl.mysqlTargets,
+				r.fl.mysqlPIDs))
 		}
 	}
 	if nBase > 0 {
@@ -41,7 +42,7 @@ func (r *runner) dupJobs(run int, actions []Action, done []int, nDup, nBase int)
 		if nDup > 0 {
 			n = nDup
 		}
-		jobs = append(jobs, r.httpJob(run, PhaseBare, PureDuplicates(actions, done, n), r.fl.bareTargets, nil),
+		jobs = append(jobs, r.httpJob(run, PhaseBare, PureDuplicates(actions, done, n), r.fl.bareTargets, r.fl.barePIDs),
 			r.httpJob(run, PhaseBareInProc, PureDuplicates(actions, done, n), []string{r.bl.Bare}, nil))
 	}
 	return jobs
@@ -122,8 +123,17 @@ type measured struct {
 	phases []PhaseResult
 }
 
+// add records a phase, and the CPU time of its processes per answer when
+// its job named them (Job.PIDs).
 func (m *measured) add(ph PhaseResult) {
 	m.phases = append(m.phases, ph)
+	if ph.charged && len(ph.Results) > 0 {
+		var cpu time.Duration
+		for _, s := range ph.Slices {
+			cpu += s.CPU
+		}
+		m.rr.CPU[ph.Name] = cpu / time.Duration(len(ph.Results))
+	}
 	s := summarizePhase(ph)
 	m.rr.Phases = append(m.rr.Phases, s)
 	m.rr.phaseByName[ph.Name] = s
@@ -194,9 +204,6 @@ func (r *runner) mainPhase(m *measured, plan *Plan) PhaseResult {
 	}}
 	ph := r.interleave([]Job{job}, 1, PhaseMain)[0]
 	if len(pids) > 0 {
-		if len(ph.Results) > 0 {
-			m.rr.CPU[PhaseMain] = ph.Slices[0].CPU / time.Duration(len(ph.Results))
-		}
 		m.rr.LoadRSS = map[string]int64{}
 		for pid, n := range sampler.Stop() {
 			m.rr.LoadRSS[r.fl.pidOf[pid]] = n
@@ -210,25 +217,11 @@ func (r *runner) mainPhase(m *measured, plan *Plan) PhaseResult {
 }
 
 // dupPhases runs the pure duplicates of the finished actions interleaved
-// with the bare handler, and charges each its processes' CPU time.
+// with the bare handler; each is charged its processes' CPU time (m.add).
 func (r *runner) dupPhases(m *measured, actions []Action, done []int) {
-	f := r.fl
-	cpuR0, cpuM0, cpuB0 := proc.CPUTime(f.loadPIDs), proc.CPUTime(f.mysqlPIDs), proc.CPUTime(f.barePIDs)
-	phases := r.interleave(r.dupJobs(m.rr.Run, actions, done, r.o.DupN, r.o.BaseN), r.o.Slices, "duplicates")
-	cpuR1, cpuM1, cpuB1 := proc.CPUTime(f.loadPIDs), proc.CPUTime(f.mysqlPIDs), proc.CPUTime(f.barePIDs)
-	for _, ph := range phases {
+	for _, ph := range r.interleave(r.dupJobs(m.rr.Run, actions, done, r.o.DupN, r.o.BaseN), r.o.Slices, "duplicates") {
 		if isFunction(ph.Name) {
 			r.tally(ph)
-		}
-		if n := time.Duration(len(ph.Results)); n > 0 {
-			switch {
-			case ph.Name == r.dupPhase && len(f.loadPIDs) > 0:
-				m.rr.CPU[ph.Name] = (cpuR1 - cpuR0) / n
-			case ph.Name == PhaseDupMySQL && len(f.mysqlPIDs) > 0:
-				m.rr.CPU[ph.Name] = (cpuM1 - cpuM0) / n
-			case ph.Name == PhaseBare && len(f.barePIDs) > 0:
-				m.rr.CPU[ph.Name] = (cpuB1 - cpuB0) / n
-			}
 		}
 		m.add(ph)
 		r.addHist(ph.Name, ph, "")

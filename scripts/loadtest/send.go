@@ -122,6 +122,7 @@ type PhaseResult struct {
 	Results []Result
 	Wall    time.Duration
 	Slices  []Slice // what was measured around each slice (see interleave)
+	charged bool    // the job named processes (Job.PIDs): Slice.CPU is theirs
 }
 
 // Slice is what was measured around one slice of a phase.
@@ -298,7 +299,7 @@ func (r *runner) interleave(jobs []Job, slices int, label string) []PhaseResult 
 	defer r.prog.Stop()
 	out := make([]PhaseResult, len(jobs))
 	for i, j := range jobs {
-		out[i].Name = j.Name
+		out[i].Name, out[i].charged = j.Name, len(j.PIDs) > 0
 	}
 	for s := range slices {
 		for k := range jobs {
