@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,7 +50,8 @@ func newRawPipeline(db *sql.DB, f *fakes) (*rawPipeline, error) {
 	return &rawPipeline{db: db, bucket: b, model: m, notify: n, notifyURL: f.notifyURL}, nil
 }
 
-// op is one task, in the function's order: the INSERT into a unique key,
+// op is one task, in the function's order and object layout (ossresult's
+// InputKey, AttemptKey, ApprovedKey): the INSERT into a unique key,
 // input.json, the model call, attempt-001/output.json, the UPDATE to
 // SUCCEEDED, approved/result.md, and (withNotify) one notify POST. The PUTs
 // are create-once (x-oss-forbid-overwrite), as the function's.
@@ -57,12 +59,18 @@ func (p *rawPipeline) op(withNotify bool) func(context.Context, int) error {
 	return func(ctx context.Context, _ int) error {
 		k := randKey()
 		m := ossresult.Meta{IdempotencyKey: k, RequestID: "raw-" + k[:16]}
+		inputKey, err1 := ossresult.InputKey(k)
+		outputKey, err2 := ossresult.AttemptKey(k, 1)
+		approvedKey, err3 := ossresult.ApprovedKey(k)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return err
+		}
 		if err := rawInsert(ctx, p.db, k); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
 		input, _ := json.Marshal(map[string]any{"tenant_id": "acme", "task_type": "summarize", "operation": "summarize",
 			"input_version": "v1", "input": map[string]any{"content": "[raw] " + filler, "language": "en", "max_words": 60}})
-		if err := p.put(ctx, k, "input.json", input, "application/json", m); err != nil {
+		if err := p.put(ctx, inputKey, input, "application/json", m); err != nil {
 			return err
 		}
 		resp, err := p.model.Complete(ctx, llm.Request{Key: k, RequestID: m.RequestID,
@@ -73,20 +81,20 @@ func (p *rawPipeline) op(withNotify bool) func(context.Context, int) error {
 		}
 		out, _ := json.MarshalIndent(handler.Output{IdempotencyKey: k, RequestID: m.RequestID, TaskType: "summarize",
 			Attempt: 1, Model: resp.Model, Text: resp.Text}, "", "  ")
-		if err := p.put(ctx, k, "attempt-001/output.json", out, "application/json", m); err != nil {
+		if err := p.put(ctx, outputKey, out, "application/json", m); err != nil {
 			return err
 		}
 		if err := rawComplete(ctx, p.db, k); err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
-		if err := p.put(ctx, k, "approved/result.md", []byte(resp.Text), "text/markdown; charset=utf-8", m); err != nil {
+		if err := p.put(ctx, approvedKey, []byte(resp.Text), "text/markdown; charset=utf-8", m); err != nil {
 			return err
 		}
 		if !withNotify {
 			return nil
 		}
 		body, _ := json.Marshal(handler.Outcome{IdempotencyKey: k, RequestID: m.RequestID, Status: "SUCCEEDED",
-			Decision: "FIRST", Attempt: 1, ResultRef: p.bucket.Ref("tasks/" + k + "/attempt-001/output.json")})
+			Decision: "FIRST", Attempt: 1, ResultRef: p.bucket.Ref(outputKey)})
 		if err := p.notify.Post(ctx, p.notifyURL, k, m.RequestID, body); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
@@ -94,9 +102,9 @@ func (p *rawPipeline) op(withNotify bool) func(context.Context, int) error {
 	}
 }
 
-func (p *rawPipeline) put(ctx context.Context, k, name string, body []byte, contentType string, m ossresult.Meta) error {
-	if _, err := p.bucket.PutOnce(ctx, "tasks/"+k+"/"+name, body, contentType, m); err != nil {
-		return fmt.Errorf("put %s: %w", name, err)
+func (p *rawPipeline) put(ctx context.Context, key string, body []byte, contentType string, m ossresult.Meta) error {
+	if _, err := p.bucket.PutOnce(ctx, key, body, contentType, m); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
 }
