@@ -38,7 +38,6 @@ type fakes struct {
 	notifyURL, allowed string // the receiver's URL; its NOTIFY_ALLOWED_HOSTS entry
 	creds              ossresult.Credentials
 	ossCfg             ossresult.OSSConfig
-	closeOnce          sync.Once
 }
 
 // startFakes starts the three services on loopback ports.
@@ -67,18 +66,14 @@ func (f *fakes) env() []string {
 		"NOTIFY_ALLOWED_HOSTS="+f.allowed, "NOTIFY_SIGNING_SECRET="+f.signingSecret)
 }
 
+// close stops what startFakes started (once: startFakes on its failure, or
+// the runner's teardown).
 func (f *fakes) close() {
-	f.closeOnce.Do(func() {
-		if f.recv != nil {
-			f.recv.close()
-		}
-		if f.model != nil {
-			f.model.Close()
-		}
-		if f.oss != nil {
-			f.oss.Close()
-		}
-	})
+	if f.recv != nil {
+		f.recv.close()
+	}
+	f.model.Close()
+	f.oss.Close()
 }
 
 // outputsByKey counts the attempt outputs (tasks/<K>/attempt-NNN/output.json)
