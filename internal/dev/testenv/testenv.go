@@ -159,8 +159,8 @@ func RedisURL(t testing.TB) string {
 // end), for tests that scan whole tables, such as the sweeper's.
 func FreshMySQLDSN(t testing.TB) string {
 	t.Helper()
-	dsn, db := AbsentMySQLDSN(t)
-	if _, err := db.Exec("CREATE DATABASE `" + dbName(t, dsn) + "`"); err != nil {
+	dsn, name, db := absentDB(t)
+	if _, err := db.Exec("CREATE DATABASE `" + name + "`"); err != nil {
 		t.Fatal(err)
 	}
 	return dsn
@@ -170,6 +170,14 @@ func FreshMySQLDSN(t testing.TB) string {
 // tests of what creates it; whatever creates it, it is dropped at the end.
 // db is a connection to the server (no database selected), closed at the end.
 func AbsentMySQLDSN(t testing.TB) (dsn string, db *sql.DB) {
+	t.Helper()
+	dsn, _, db = absentDB(t)
+	return dsn, db
+}
+
+// absentDB names a database that does not exist yet and returns its DSN,
+// its name and a connection to the server, which drops it at the end.
+func absentDB(t testing.TB) (dsn, name string, db *sql.DB) {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(MySQLDSN(t))
 	if err != nil {
@@ -187,19 +195,10 @@ func AbsentMySQLDSN(t testing.TB) (dsn string, db *sql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := cfg.DBName
+	name = cfg.DBName
 	t.Cleanup(func() {
 		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + name + "`")
 		db.Close()
 	})
-	return cfg.FormatDSN(), db
-}
-
-func dbName(t testing.TB, dsn string) string {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg.DBName
+	return cfg.FormatDSN(), name, db
 }
