@@ -29,9 +29,10 @@ func functionProps(f Function) tree {
 			"LLM_TIMEOUT_SECONDS + 30 and >= LEASE_SECONDS (the deploy tests check both).", f.TimeoutS)},
 		{key: "instanceLifecycleConfig", val: tree{{key: "initializer", val: hookTree(f.Initializer)},
 			{key: "preStop", val: hookTree(f.PreStop)}},
-			why: "FC calls the custom runtime's POST /initialize (pings MySQL and Redis, warming the pools) and GET " +
-				"/pre-stop (flushes the per-minute counters, closes the pools) only when these hooks are configured; " +
-				"for a custom runtime the handler is just 'true'."},
+			why: "FC calls the custom runtime's POST /initialize (checks that MySQL answers and is migrated and that " +
+				"Redis is recent enough, warming the pools) and GET /pre-stop (flushes the per-minute counters and the " +
+				"batched finish marks; the pools stay open, as FC may thaw the instance) only when these hooks are " +
+				"configured; for a custom runtime the handler is just 'true'."},
 		{key: "instanceConcurrency", val: f.InstanceConcurrency},
 		{key: "internetAccess", val: f.InternetAccess},
 		{key: "role", val: f.Role},
