@@ -97,7 +97,8 @@ func Derive(f Fields) (Derived, error) {
 		return Derived{}, fmt.Errorf("%w: input: %w", ErrInvalidField, err)
 	}
 
-	derived := "sha256:" + sum(canon)
+	inputSum := sum(canon)
+	derived := "sha256:" + inputSum
 	d := Derived{InputVersion: f.InputVersion}
 	if d.InputVersion == "" {
 		d.InputVersion = derived
@@ -118,7 +119,7 @@ func Derive(f Fields) (Derived, error) {
 		// another input is refused as a mismatch (K does not change). Given
 		// as the derived one, it is the derived one.
 		d.PayloadHash = hashStrings("task_type", f.TaskType, "operation", f.Operation, "input_version", d.InputVersion,
-			"input_sha256", sum(canon))
+			"input_sha256", inputSum)
 	}
 	return d, nil
 }
