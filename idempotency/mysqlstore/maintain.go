@@ -66,27 +66,25 @@ func collect(rows *sql.Rows) ([]driver.Record, error) {
 // there is no record (a dead letter of a delivery that never reached the
 // store); a refused reset writes nothing.
 func (s *Store) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
-	_, err = s.inTx(ctx, func(tx *sql.Tx) (driver.ClaimResult, error) {
-		var now time.Time
-		rec, err := scan(tx.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record
- WHERE request_id = ? FOR UPDATE`, key), &now)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		rec, now, err := readNow(ctx, tx, lockedSQL, key)
 		if err != nil && !errors.Is(err, driver.ErrNotFound) {
-			return driver.ClaimResult{}, err
+			return err
 		}
 		prior = rec // zero when there is no record: the audit row says so
 		if err == nil {
 			kind, err := driver.ApplyReset(&rec, rp, now)
 			if err != nil {
-				return driver.ClaimResult{}, err
+				return err
 			}
 			if err := resetWrite(ctx, tx, rec, kind); err != nil {
-				return driver.ClaimResult{}, err
+				return err
 			}
 		}
 		after = rec
 		_, err = tx.ExecContext(ctx, `INSERT INTO idempotency_replay (request_id, reason, operator, prior_status, source)
  VALUES (?, ?, ?, ?, ?)`, key, rp.Reason, rp.Operator, string(prior.Status), rp.Source)
-		return driver.ClaimResult{}, mapErr(err)
+		return mapErr(err)
 	})
 	return prior, after, err
 }

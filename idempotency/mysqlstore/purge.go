@@ -274,27 +274,8 @@ func scanRows(rows *sql.Rows, scan func() error) error {
 
 // txRetry runs fn in a transaction, again when InnoDB aborted it.
 func (s *Store) txRetry(ctx context.Context, fn func(*sql.Tx) error) error {
-	var err error
-	for i := range 5 {
-		var tx *sql.Tx
-		if tx, err = s.db.BeginTx(ctx, nil); err != nil {
-			return mapErr(err)
-		}
-		if err = mapErr(fn(tx)); err == nil {
-			err = mapErr(tx.Commit())
-		} else {
-			_ = tx.Rollback()
-		}
-		if !errors.Is(err, errTxAborted) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(i+1) * 10 * time.Millisecond):
-		}
-	}
-	return err
+	return retryWhile(ctx, 10*time.Millisecond, func(err error) bool { return errors.Is(err, errTxAborted) },
+		func() error { return s.inTx(ctx, func(tx *sql.Tx) error { return mapErr(fn(tx)) }) })
 }
 
 // marks is n comma-separated placeholders.

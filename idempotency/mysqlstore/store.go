@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -131,6 +130,23 @@ func (s *Store) Get(ctx context.Context, key string) (driver.Record, error) {
 	return scan(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM idempotency_record WHERE request_id = ?`, key))
 }
 
+// Reads of a record with the database's clock, to decide on; lockedSQL
+// takes the row lock (inside a transaction).
+const (
+	readNowSQL = `SELECT ` + columns + `, NOW(3) FROM idempotency_record WHERE request_id = ?`
+	lockedSQL  = readNowSQL + ` FOR UPDATE`
+)
+
+// readNow reads key's record with q (readNowSQL or lockedSQL) and the
+// database's now.
+func readNow(ctx context.Context, db interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, q, key string) (driver.Record, time.Time, error) {
+	var now time.Time
+	rec, err := scan(db.QueryRowContext(ctx, q, key), &now)
+	return rec, now, err
+}
+
 const insertSQL = `INSERT INTO idempotency_record (request_id, tenant_id, task_type, operation, input_version,
  origin_request_id, event_source, event_id, status, attempt, fence, lease_owner, lease_try, lease_until,
  input_ref, payload_hash, traceparent, created_at, updated_at)
@@ -174,16 +190,19 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		if res, ok, err := s.peek(ctx, req); err != nil || ok {
 			return res, err
 		}
-		return s.inTx(ctx, func(tx *sql.Tx) (driver.ClaimResult, error) { return takeover(ctx, tx, req) })
+		var res driver.ClaimResult
+		err = s.inTx(ctx, func(tx *sql.Tx) (err error) {
+			res, err = takeover(ctx, tx, req)
+			return err
+		})
+		return res, err
 	})
 }
 
 // peek decides a duplicate's claim on the committed record without a lock;
 // ok is false when the decision is a takeover.
 func (s *Store) peek(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, bool, error) {
-	var now time.Time
-	rec, err := scan(s.db.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record WHERE request_id = ?`,
-		req.Key), &now)
+	rec, now, err := readNow(ctx, s.db, readNowSQL, req.Key)
 	if err != nil {
 		return driver.ClaimResult{}, false, err
 	}
@@ -205,9 +224,7 @@ func answer(d driver.Decision, act driver.Action, rec driver.Record, now time.Ti
 // takeover decides on the locked row with the shared state machine and writes
 // the result back; the database clock is the one the decision used.
 func takeover(ctx context.Context, tx *sql.Tx, req driver.ClaimRequest) (driver.ClaimResult, error) {
-	var now time.Time
-	rec, err := scan(tx.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record
- WHERE request_id = ? FOR UPDATE`, req.Key), &now)
+	rec, now, err := readNow(ctx, tx, lockedSQL, req.Key)
 	if err != nil {
 		return driver.ClaimResult{}, err
 	}
@@ -228,36 +245,48 @@ func takeover(ctx context.Context, tx *sql.Tx, req driver.ClaimRequest) (driver.
 	return answer(d, act, rec, now), nil
 }
 
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) (driver.ClaimResult, error)) (driver.ClaimResult, error) {
+// inTx runs fn in a transaction: committed when fn succeeds, else rolled
+// back with fn's error.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return driver.ClaimResult{}, mapErr(err)
+		return mapErr(err)
 	}
-	res, err := fn(tx)
-	if err != nil {
+	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return res, err
+		return err
 	}
-	return res, mapErr(tx.Commit())
+	return mapErr(tx.Commit())
 }
 
 // retry repeats a claim that InnoDB aborted (deadlock 1213, lock wait 1205) or
 // whose row vanished between the insert and the lock (an operator purge).
 func (s *Store) retry(ctx context.Context, fn func() (driver.ClaimResult, error)) (driver.ClaimResult, error) {
 	var res driver.ClaimResult
+	err := retryWhile(ctx, 5*time.Millisecond, func(err error) bool {
+		return errors.Is(err, errTxAborted) || errors.Is(err, driver.ErrNotFound)
+	}, func() (err error) {
+		res, err = fn()
+		return err
+	})
+	return res, err
+}
+
+// retryWhile runs fn up to five times while its error is one again accepts,
+// pausing step, then 2·step, … between tries; it gives up when ctx ends.
+func retryWhile(ctx context.Context, step time.Duration, again func(error) bool, fn func() error) error {
 	var err error
 	for i := range 5 {
-		res, err = fn()
-		if err == nil || !(errors.Is(err, errTxAborted) || errors.Is(err, driver.ErrNotFound)) {
-			return res, err
+		if err = fn(); err == nil || !again(err) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-time.After(time.Duration(i+1) * 5 * time.Millisecond):
+			return ctx.Err()
+		case <-time.After(time.Duration(i+1) * step):
 		}
 	}
-	return res, err
+	return err
 }
 
 // guarded runs a fenced transition; it ends any deferral, which was made
@@ -308,7 +337,7 @@ func (s *Store) MarkFinished(ctx context.Context, keys []string) error {
 		args[i] = k
 	}
 	_, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET finish = 'DONE', lease_until = NULL, updated_at = NOW(3)
- WHERE request_id IN (?`+strings.Repeat(", ?", len(keys)-1)+`) AND status = 'SUCCEEDED' AND finish = 'PENDING'`, args...)
+ WHERE request_id IN (`+marks(len(keys))+`) AND status = 'SUCCEEDED' AND finish = 'PENDING'`, args...)
 	if err != nil {
 		return fmt.Errorf("mark finished: %w", mapErr(err))
 	}
@@ -351,9 +380,7 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 			Record: driver.Record{Key: req.Key, Status: driver.StatusSucceeded, Finish: driver.FinishPending,
 				LeaseOwner: req.Owner, LeaseTry: req.Try}}, nil
 	}
-	var now time.Time
-	rec, err := scan(s.db.QueryRowContext(ctx, `SELECT `+columns+`, NOW(3) FROM idempotency_record WHERE request_id = ?`,
-		req.Key), &now)
+	rec, now, err := readNow(ctx, s.db, readNowSQL, req.Key)
 	if err != nil {
 		return driver.ClaimResult{}, err
 	}
