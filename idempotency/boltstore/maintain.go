@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -86,21 +87,16 @@ func (s *Store) Reset(ctx context.Context, key string, rp driver.Replay) (prior,
 			if err != nil {
 				return err
 			}
-			if err := resetWrite(b, rec, kind, now); err != nil {
-				return err
+			if kind != driver.ResetNothing {
+				if err := put(b, rec); err != nil {
+					return err
+				}
 			}
 		}
 		after = rec
 		return audit(tx, key, prior.Status, rp, now)
 	})
 	return prior, after, err
-}
-
-func resetWrite(b *bolt.Bucket, rec driver.Record, kind driver.ResetKind, _ time.Time) error {
-	if kind == driver.ResetNothing {
-		return nil
-	}
-	return put(b, rec)
 }
 
 func audit(tx *bolt.Tx, key string, prior driver.Status, rp driver.Replay, now time.Time) error {
@@ -120,7 +116,7 @@ func (s *Store) Replays(ctx context.Context, key string) ([]driver.Replay, error
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(replays).Cursor()
 		prefix := []byte(key + "/")
-		for k, v := c.Seek(prefix); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			var r driver.Replay
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("replay row %q: %w", k, err)
