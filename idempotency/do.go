@@ -122,7 +122,7 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 		return out, err
 	}
 	class, code := Classify(ferr)
-	out.Status, out.ErrorCode, out.Error = st, code, truncate(message(ferr), 1000)
+	out.Status, out.ErrorCode, out.Error = st, code, truncate(message(ferr), maxErrorText)
 	if st == driver.StatusFailedFinal {
 		class = ClassFinal
 	}
@@ -144,9 +144,9 @@ func (e *Engine) doDisabled(ctx context.Context, req ClaimRequest, fn func(ctx c
 	out := Outcome{Key: req.Key, Decision: DecisionDisabled, Status: driver.StatusSucceeded}
 	ref, err := fn(ctx, &Lease{e: e, Key: req.Key, Owner: req.Owner, disabled: true})
 	if err != nil {
-		class, code := Classify(err)
-		out.Status, out.ErrorCode, out.Error = driver.StatusFailedRetryable, code, truncate(message(err), 1000)
-		if class == ClassFinal {
+		f := failure(err)
+		out.Status, out.ErrorCode, out.Error = driver.StatusFailedRetryable, f.Code, f.Message
+		if f.Final {
 			out.Status = driver.StatusFailedFinal
 		}
 		return out, err

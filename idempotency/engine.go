@@ -343,12 +343,12 @@ func (l *Lease) Finisher() *Finisher {
 // FINAL or the attempt budget is spent, else FAILED_RETRYABLE. It returns the
 // status recorded.
 func (l *Lease) Fail(ctx context.Context, cause error) (driver.Status, error) {
-	class, code := Classify(cause)
+	f := failure(cause)
+	f.Final = f.Final || l.Attempt >= l.maxAttempts
 	st := driver.StatusFailedRetryable
-	if class == ClassFinal || l.Attempt >= l.maxAttempts {
+	if f.Final {
 		st = driver.StatusFailedFinal
 	}
-	f := driver.Failure{Final: st == driver.StatusFailedFinal, Code: code, Message: truncate(message(cause), 1000)}
 	c, cancel := detached(ctx)
 	defer cancel()
 	if err := l.e.store.Fail(c, l.Key, l.Fence, f); err != nil {
@@ -365,6 +365,16 @@ func (l *Lease) Fail(ctx context.Context, cause error) (driver.Status, error) {
 // a timed-out invocation must still record that it failed.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), terminalWriteTimeout)
+}
+
+// maxErrorText bounds the error message a record keeps.
+const maxErrorText = 1000
+
+// failure is what a record keeps of cause: its code, its message without
+// the code (at most maxErrorText bytes), and whether it is FINAL.
+func failure(cause error) driver.Failure {
+	class, code := Classify(cause)
+	return driver.Failure{Final: class == ClassFinal, Code: code, Message: truncate(message(cause), maxErrorText)}
 }
 
 func truncate(s string, n int) string {
@@ -548,9 +558,8 @@ func (f *Finisher) DoneLater() { f.e.marks.add(f.e, f.Key) }
 // next holder at once (the same request's retry, a replay, or the sweeper
 // after its grace).
 func (f *Finisher) Fail(ctx context.Context, cause error) error {
-	class, code := Classify(cause)
+	fail := failure(cause)
 	c, cancel := detached(ctx)
 	defer cancel()
-	return storeErr("fail finish", f.e.store.Finish(c, f.Key, f.Owner, f.try,
-		&driver.Failure{Final: class == ClassFinal, Code: code, Message: truncate(message(cause), 1000)}))
+	return storeErr("fail finish", f.e.store.Finish(c, f.Key, f.Owner, f.try, &fail))
 }
