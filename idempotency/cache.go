@@ -31,16 +31,16 @@ func newCache(size int, ttl time.Duration) *cache {
 	return &cache{lru: expirable.NewLRU[string, driver.ClaimResult](size, nil, ttl)}
 }
 
-// get answers a duplicate of key with payloadHash from the cache.
-func (c *cache) get(key, payloadHash string) (driver.ClaimResult, bool) {
+// get answers a duplicate req from the cache.
+func (c *cache) get(req ClaimRequest) (driver.ClaimResult, bool) {
 	if c == nil {
 		return driver.ClaimResult{}, false
 	}
-	res, ok := c.lru.Get(key)
+	res, ok := c.lru.Get(req.Key)
 	if !ok {
 		return res, false
 	}
-	if res.Record.PayloadHash != payloadHash {
+	if !driver.SamePayload(res.Record.PayloadHash, req.PayloadHash, req.LegacyPayloadHash) {
 		res.Decision = DecisionPayloadMismatch
 	}
 	res.Source = "cache"

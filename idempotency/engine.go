@@ -155,7 +155,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 	if err != nil {
 		return driver.ClaimResult{}, nil, err
 	}
-	if res, ok := e.cache.get(req.Key, req.PayloadHash); ok {
+	if res, ok := e.cache.get(req); ok {
 		e.stats.count(res.Decision, true)
 		return res, nil, nil
 	}

@@ -43,7 +43,7 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.
 			return res, nil, nil // answer in progress, as without the wait
 		case rec.Status.Terminal():
 			d := DecisionRepeatDone
-			if rec.PayloadHash != req.PayloadHash {
+			if !driver.SamePayload(rec.PayloadHash, req.PayloadHash, req.LegacyPayloadHash) {
 				d = DecisionPayloadMismatch
 			}
 			e.publish(ctx, rec, 0)

@@ -215,3 +215,48 @@ func localCache(t *testing.T, h Harness) {
 	res, _ = claim(t, e, other)
 	want(t, "another payload", res.Decision, idempotency.DecisionPayloadMismatch)
 }
+
+// legacyHash: a record written under a payload's older hash answers a
+// request that carries that hash as LegacyPayloadHash as a duplicate on the
+// engine's local paths too — the cache (its second answer) and the wait for
+// an in-flight owner — not only in the Store.
+func legacyHash(t *testing.T, h Harness) {
+	upgraded := func(key, owner string) idempotency.ClaimRequest {
+		r := req(key, owner)
+		r.PayloadHash, r.LegacyPayloadHash = "new-"+key[:8], r.PayloadHash
+		return r
+	}
+	key := NewKey()
+	if _, err := h.NewEngine(t).Do(context.Background(), req(key, "a"), func(context.Context, *idempotency.Lease) (string, error) {
+		return "old", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cached := h.NewEngine(t, idempotency.WithLocalCache(100, time.Minute))
+	for i := range 2 {
+		res, _ := claim(t, cached, upgraded(key, "b"))
+		if res.Decision != idempotency.DecisionRepeatDone || res.Record.ResultRef != "old" {
+			t.Fatalf("duplicate %d under the new hash: %s %q (from %s)", i, res.Decision, res.Record.ResultRef, res.Source)
+		}
+	}
+
+	key = NewKey()
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := h.NewEngine(t).Do(context.Background(), req(key, "a"), func(context.Context, *idempotency.Lease) (string, error) {
+			close(started)
+			<-release
+			return "the owner's", nil
+		})
+		done <- err
+	}()
+	<-started
+	time.AfterFunc(200*time.Millisecond, func() { close(release) })
+	out, err := h.NewEngine(t, idempotency.WithWaitInFlight(5*time.Second)).Do(context.Background(), upgraded(key, "c"), never(t))
+	if err != nil || out.Status != driver.StatusSucceeded || out.ResultRef != "the owner's" || !out.Duplicate {
+		t.Fatalf("waited under the new hash: %+v %v", out, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

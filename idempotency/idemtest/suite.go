@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("WaitInFlightAnswersTheOwnersResult", func(t *testing.T) { waitInFlight(t, h) })
 	t.Run("DisabledRunsEveryTime", func(t *testing.T) { disabled(t, h) })
 	t.Run("LocalCacheAnswersFromMemory", func(t *testing.T) { localCache(t, h) })
+	t.Run("LegacyHashMatchesInTheCacheAndTheWait", func(t *testing.T) { legacyHash(t, h) })
 	t.Run("FailedFinalIsTerminal", func(t *testing.T) { finalTerminal(t, h) })
 	t.Run("PayloadMismatch", func(t *testing.T) { payloadMismatch(t, h) })
 	t.Run("StepsCheckpointOnTheRecord", func(t *testing.T) { stepsCheckpoint(t, h) })
