@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/internal/sleep"
 )
 
 // WithWaitInFlight lets a duplicate that meets another owner's live lease
@@ -32,7 +33,7 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.
 	}
 	for pause := waitFirstPoll; ; pause = min(2*pause, waitMaxPoll) {
 		pause = min(pause, time.Until(end))
-		if pause <= 0 || !sleep(ctx, pause) {
+		if pause <= 0 || !sleep.For(ctx, pause) {
 			return res, nil, nil
 		}
 		rec, err := e.store.Get(ctx, req.Key)
@@ -57,15 +58,3 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.
 // clockSlack: a lease that ends within this by the local clock is left to
 // the store to judge on its own clock.
 const clockSlack = 50 * time.Millisecond
-
-// sleep waits d or until ctx ends; it reports whether it waited.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/sleep"
 )
 
 // watcher polls the approved objects during the run: create-once means an
@@ -28,7 +30,7 @@ type watcher struct {
 }
 
 func (w *watcher) run(ctx context.Context, every time.Duration) {
-	for sleep(ctx, every) {
+	for sleep.For(ctx, every) {
 		w.scan()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/dev/proc"
+	"github.com/idemgate/idemgate/internal/sleep"
 )
 
 // instance is one process of the function.
@@ -95,7 +96,7 @@ func (f *fleet) waitReady(ctx context.Context, n int, limit time.Duration) error
 		case time.Now().After(deadline):
 			return fmt.Errorf("only %d of %d instances initialized within %s", ready, n, limit)
 		}
-		if !sleep(ctx, 50*time.Millisecond) {
+		if !sleep.For(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -117,7 +118,7 @@ func (f *fleet) supervise(s *slot, arm bool) {
 				return
 			}
 			f.logf("instance start failed (will retry): %v", err)
-			sleep(f.ctx, 200*time.Millisecond)
+			sleep.For(f.ctx, 200*time.Millisecond)
 			continue
 		}
 		failures = 0
@@ -198,7 +199,7 @@ func (f *fleet) pick(ctx context.Context) (*instance, error) {
 		if len(ready) > 0 {
 			return ready[f.rnd.IntN(len(ready))], nil
 		}
-		if !sleep(ctx, 50*time.Millisecond) {
+		if !sleep.For(ctx, 50*time.Millisecond) {
 			return nil, ctx.Err()
 		}
 	}

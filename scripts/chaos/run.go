@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/internal/sleep"
 )
 
 // Options configure one run. Start from DefaultOptions.
@@ -306,11 +307,11 @@ func (r *runner) streamWithChaos(ctx context.Context, rep *Report) error {
 func (r *runner) settle(ctx context.Context, rep *Report) error {
 	lease := time.Duration(r.o.LeaseSeconds) * time.Second
 	r.logf("stream done in %s; quiet period, then stopping the instances", rep.StreamTime.Round(time.Millisecond))
-	if !sleep(ctx, lease+time.Second) {
+	if !sleep.For(ctx, lease+time.Second) {
 		return ctx.Err()
 	}
 	r.fleet.stop(true)
-	if !sleep(ctx, lease+500*time.Millisecond) {
+	if !sleep.For(ctx, lease+500*time.Millisecond) {
 		return ctx.Err()
 	}
 	return nil
@@ -416,18 +417,6 @@ func (l *lockedRand) Between(lo, hi time.Duration) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return lo + time.Duration(l.r.Int64N(int64(hi-lo)))
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // timeline records chaos actions with their offset from the start.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency/keys"
+	"github.com/idemgate/idemgate/internal/sleep"
 )
 
 // Delivery kinds: how a delivery relates to the key's first one.
@@ -166,7 +167,7 @@ func stream(capCtx, runCtx context.Context, f *fleet, plans []*keyPlan, rnd *loc
 	for _, p := range plans {
 		for _, d := range p.deliveries {
 			wg.Go(func() {
-				if !sleep(capCtx, time.Until(start.Add(d.at))) {
+				if !sleep.For(capCtx, time.Until(start.Add(d.at))) {
 					t.settle(p, d, "unsent", clock)
 					return
 				}
@@ -210,7 +211,7 @@ func deliver(ctx context.Context, f *fleet, t *tally, p *keyPlan, d *delivery, s
 			return
 		}
 		// FC backs off between retries; shortened here to keep runs short.
-		if !sleep(ctx, rnd.Between(100*time.Millisecond, 300*time.Millisecond)<<retry) {
+		if !sleep.For(ctx, rnd.Between(100*time.Millisecond, 300*time.Millisecond)<<retry) {
 			t.settle(p, d, "abandoned", clock)
 			return
 		}

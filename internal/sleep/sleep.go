@@ -1,0 +1,20 @@
+// Package sleep waits for a duration or a context, whichever ends first:
+// the engine's in-flight wait and the dev tools' pacing share it.
+package sleep
+
+import (
+	"context"
+	"time"
+)
+
+// For waits d or until ctx ends; it reports whether d passed.
+func For(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
