@@ -11,6 +11,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/jcs"
+	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
@@ -54,9 +55,36 @@ func (p *Pipeline) saveInput(ctx context.Context, t *task) (*event.Notify, error
 		return t.Notify, nil
 	case errors.Is(err, ossresult.ErrConflict):
 		in, err := readInput(ctx, t.rs, t.d.Key)
-		return in.Notify, err
+		if err != nil {
+			return nil, err
+		}
+		return in.Notify, samePayload(in, t.d)
 	}
 	return nil, classifyResultErr("save input", err)
+}
+
+// foreignObjectsCode: an object of K belongs to another payload, a previous
+// life of the key whose tombstone went while its objects stayed.
+const foreignObjectsCode = "foreign_objects"
+
+// samePayload refuses, FINAL, a stored input of another payload than d's:
+// a previous life of the key left it, and its notify setting must not
+// decide this life's (docs/design.md §8).
+func samePayload(in storedInput, d keys.Derived) error {
+	got, err := deriveKey(in.task(), in.KeyFingerprint)
+	if err == nil && driver.SamePayload(got.PayloadHash, d.PayloadHash, d.LegacyPayloadHash) {
+		return nil
+	}
+	return idempotency.Final(foreignObjectsCode, fmt.Errorf("input.json of %s holds payload %s, not %s: a previous life "+
+		"of the key left it (the bucket keeps objects longer than the purge keeps tombstones: docs/operations.md)",
+		d.Key, got.PayloadHash, d.PayloadHash))
+}
+
+// task is the task event in rebuilds (without its request id and event
+// identity, which the record keeps).
+func (in storedInput) task() *event.Task {
+	return &event.Task{TenantID: in.TenantID, TaskType: in.TaskType, Operation: in.Operation, Input: in.Input,
+		InputVersion: in.InputVersion, IdempotencyKey: in.IdempotencyKey, Notify: in.Notify}
 }
 
 // readInput reads K's input.json.
@@ -79,21 +107,28 @@ func readInput(ctx context.Context, rs ResultStore, k string) (storedInput, erro
 // salvage completes a key whose attempt budget is spent from the newest
 // output an earlier attempt saved (a worker that died after saving it), or
 // records the budget spent. It never runs a step.
-func (p *Pipeline) salvage(ctx context.Context, rs ResultStore, k string, attempt int) (string, error) {
-	for n := attempt; n >= 1; n-- {
-		key, err := ossresult.AttemptKey(k, n)
-		if err != nil {
-			return "", idempotency.Final("invalid_request", err)
-		}
-		_, _, err = rs.Get(ctx, key)
-		switch {
-		case err == nil:
-			return rs.Ref(key), nil
-		case !errors.Is(err, ossresult.ErrNotFound):
-			return "", classifyResultErr("read prior output", err)
-		}
+func (p *Pipeline) salvage(ctx context.Context, rs ResultStore, d keys.Derived, attempt int) (string, error) {
+	key, err := priorOutput(ctx, rs, d, attempt)
+	switch {
+	case err != nil:
+		return "", err
+	case key != "":
+		return rs.Ref(key), nil
 	}
 	return "", idempotency.Final(driver.ExhaustedCode, fmt.Errorf("attempt budget spent after %d attempts", attempt))
+}
+
+// objectsExpiredCode: a finish needs an object its task saved (input.json,
+// the output result_ref names) and it is gone: it expired (the bucket's
+// lifecycle rule) before the finish ran. FINAL: nothing can bring it back.
+const objectsExpiredCode = "objects_expired"
+
+// expired makes a missing object of a finished task FINAL objects_expired.
+func expired(err error) error {
+	if errors.Is(err, ossresult.ErrNotFound) {
+		return idempotency.Final(objectsExpiredCode, fmt.Errorf("%w: it expired before the finish ran (docs/operations.md)", err))
+	}
+	return err
 }
 
 // finishOwn finishes what this delivery completed (it holds the finish),
@@ -107,9 +142,12 @@ func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempot
 	case l != nil:
 		f = l.Finisher()
 	case try > 0:
-		_, held, err := p.Engine.ClaimFinish(ctx, t.d.Key, owner, try)
+		res, held, err := p.Engine.ClaimFinish(ctx, t.d.Key, owner, try)
 		if err != nil {
 			return err
+		}
+		if held == nil && res.Record.FailedFinish() { // the store's answer, whatever Redis said: FC's retry ends in the DLQ
+			return idempotency.Final(res.Record.LastErrorCode, errors.New(res.Record.LastError))
 		}
 		f = held
 	}
@@ -119,7 +157,7 @@ func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempot
 	if l == nil || l.Salvage() { // the input was saved by an earlier try: it decides
 		in, err := readInput(ctx, t.rs, t.d.Key)
 		if err != nil {
-			return p.finishFailed(ctx, f, err)
+			return p.finishFailed(ctx, f, expired(err))
 		}
 		notify = in.Notify
 	}
@@ -133,7 +171,7 @@ func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempot
 func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs ResultStore, o Outcome, notify *event.Notify,
 	m ossresult.Meta, saved savedOutput) error {
 	if err := publish(ctx, rs, o.IdempotencyKey, o.ResultRef, m, saved); err != nil {
-		return p.finishFailed(ctx, f, err)
+		return p.finishFailed(ctx, f, expired(err))
 	}
 	if p.Fault != nil {
 		p.Fault("after_publish")
@@ -157,6 +195,10 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 func (p *Pipeline) finishFailed(ctx context.Context, f *idempotency.Finisher, cause error) error {
 	if err := f.Fail(ctx, cause); err != nil {
 		p.Log.WarnContext(ctx, "finish failure not recorded", "error", err.Error())
+	} else if class, code := idempotency.Classify(cause); class == idempotency.ClassFinal {
+		// The alert's line: the result stands but was not published or
+		// notified; the record stays (not purged) until an operator acts.
+		p.Log.ErrorContext(ctx, "finish failed", "errorType", code, "error", cause.Error())
 	}
 	return cause
 }

@@ -35,7 +35,7 @@ func (p *Pipeline) Inspect(ctx context.Context, key string, meta Meta) (Inspecti
 	}
 	out := Inspection{Record: rec, Objects: map[string]string{}}
 	if p.Retention.Records > 0 {
-		out.DedupWindowEnds = DedupWindowEnds(rec, p.Retention.Records)
+		out.DedupWindowEnds = DedupWindowEnds(rec, p.Retention.TombstoneAge())
 	}
 	if m := p.maint(); m != nil {
 		if out.Replays, err = m.Replays(ctx, key); err != nil {

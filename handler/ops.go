@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/logx"
 	"github.com/idemgate/idemgate/ossresult"
 )
@@ -98,12 +99,14 @@ func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec driver.Re
 	}
 	data, _ := json.Marshal(map[string]any{"tenant_id": doc.TenantID, "task_type": doc.TaskType, "operation": doc.Operation,
 		"input": doc.Input, "input_version": doc.InputVersion, "request_id": rec.OriginRequestID})
-	t := &event.Task{TenantID: doc.TenantID, TaskType: doc.TaskType, Operation: doc.Operation, Input: doc.Input,
-		InputVersion: doc.InputVersion, RequestID: rec.OriginRequestID, IdempotencyKey: doc.IdempotencyKey,
-		Notify: doc.Notify, Data: data, EventSource: rec.EventSource, EventID: rec.EventID}
+	t := doc.task()
+	t.RequestID, t.Data, t.EventSource, t.EventID = rec.OriginRequestID, data, rec.EventSource, rec.EventID
 	d, err := deriveKey(t, doc.KeyFingerprint)
 	if err != nil || d.Key != rec.Key {
 		return nil, idempotency.Final("bad_input", fmt.Errorf("input.json of %s derives another key", rec.Key))
+	}
+	if !driver.SamePayload(rec.PayloadHash, d.PayloadHash, d.LegacyPayloadHash) {
+		return nil, samePayload(doc, keys.Derived{Key: rec.Key, PayloadHash: rec.PayloadHash})
 	}
 	if _, ok := p.Tasks.Get(t.TaskType); !ok {
 		return nil, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType))
@@ -232,7 +235,7 @@ func (p *Pipeline) refinish(ctx context.Context, rec driver.Record, meta Meta, o
 	}
 	in, err := readInput(ctx, rs, rec.Key)
 	if err != nil {
-		return failure(o, p.finishFailed(ctx, f, err))
+		return failure(o, p.finishFailed(ctx, f, expired(err)))
 	}
 	if err := p.finish(ctx, f, rs, o, in.Notify, ossresult.Meta{IdempotencyKey: rec.Key, RequestID: rec.OriginRequestID},
 		savedOutput{}); err != nil {
@@ -268,17 +271,23 @@ func (p *Pipeline) ReplayKey(ctx context.Context, key string, r ReplayRequest, m
 		return Outcome{}, err
 	}
 	rec, err := p.Engine.Get(ctx, key)
-	if errors.Is(err, driver.ErrNotFound) {
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
 		return Outcome{}, fmt.Errorf("replay %s: %w (replay its dead letter with --dlq instead)", key, ErrUnknownKey)
-	}
-	if err != nil {
+	case err != nil:
 		return Outcome{}, fmt.Errorf("replay %s: %w", key, err)
+	case rec.Tombstone:
+		return Outcome{}, fmt.Errorf("replay %s: %w: %s, last changed %s; a re-send is answered from it", key,
+			driver.ErrPurged, rec.Status, rec.UpdatedAt.UTC().Format(time.RFC3339))
 	}
 	rs, err := p.Results(ctx, meta.Credentials)
 	if err != nil {
 		return Outcome{}, classifyResultErr("result store", err)
 	}
-	if _, err := p.storedTask(ctx, rs, rec); err != nil {
+	if _, err := p.storedTask(ctx, rs, rec); errors.Is(err, ossresult.ErrNotFound) && rec.Status == driver.StatusSucceeded {
+		return Outcome{}, fmt.Errorf("replay %s: its input.json is gone (%s: objects live ObjectExpireDays after they "+
+			"were written), so its finish cannot be completed; nothing was changed: %w", key, objectsExpiredCode, err)
+	} else if err != nil {
 		return Outcome{}, fmt.Errorf("replay %s: its stored input cannot be used (replay its dead letter with --dlq instead): %w", key, err)
 	}
 	prior, after, err := p.reset(ctx, key, driver.Replay{Reason: r.Reason, Operator: r.Operator, Source: "key"})

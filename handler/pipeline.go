@@ -228,6 +228,14 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 	if ev.Notify != nil && p.Notify == nil {
 		return t, o, idempotency.Final("invalid_request", errors.New("notify is not configured"))
 	}
+	if c, ok := p.Notify.(interface{ Allowed(rawURL string) error }); ok && ev.Notify != nil {
+		// Before the claim and the model call: a URL NOTIFY_ALLOWED_HOSTS
+		// refuses is FINAL notify_forbidden at once, with nothing run or
+		// recorded (the finish would refuse it only after the work).
+		if err := c.Allowed(ev.Notify.URL); err != nil {
+			return t, o, err
+		}
+	}
 	if t.rs, err = p.Results(ctx, meta.Credentials); err != nil {
 		return t, o, classifyResultErr("result store", err)
 	}
@@ -249,7 +257,7 @@ func (p *Pipeline) claimRequest(t *task, meta Meta, owner string) idempotency.Cl
 // salvage lease only looks for an output an earlier attempt saved.
 func (p *Pipeline) execute(ctx context.Context, t *task, l *idempotency.Lease) (string, *event.Notify, error) {
 	if l.Salvage() {
-		ref, err := p.salvage(ctx, t.rs, t.d.Key, l.Attempt)
+		ref, err := p.salvage(ctx, t.rs, t.d, l.Attempt)
 		return ref, nil, err
 	}
 	notify, err := p.saveInput(ctx, t)
@@ -263,7 +271,7 @@ func (p *Pipeline) execute(ctx context.Context, t *task, l *idempotency.Lease) (
 	var outKey string
 	for i, s := range t.tt.Steps {
 		in := &StepInput{Task: t.Task, Key: t.d.Key, RequestID: t.reqID, Attempt: l.Attempt, Prior: prior, Model: p.Model,
-			Results: t.rs, saved: &t.saved}
+			Results: t.rs, saved: &t.saved, payload: t.d}
 		run := func(ctx context.Context) (string, error) { return s.Run(ctx, in) }
 		var v string
 		if i < len(t.tt.Steps)-1 {

@@ -17,6 +17,10 @@ type Retention struct {
 	// is the dedup window: a duplicate of a purged key runs again.
 	Records time.Duration
 	Stats   time.Duration // stats minutes
+	// Tombstones: a purged record's tombstone stays this long after its
+	// last change, as long as the key's objects may live (0:
+	// driver.DefaultTombstoneAge; never less than Records).
+	Tombstones time.Duration
 }
 
 // PurgeOptions bound one purge; zero values take the pipeline's Retention
@@ -61,7 +65,7 @@ func (p *Pipeline) Purge(ctx context.Context, o PurgeOptions) (PurgeReport, erro
 	rep := PurgeReport{OlderThan: o.OlderThan.String(), StatsOlderThan: o.StatsOlderThan.String()}
 	for {
 		b, err := m.Purge(ctx, driver.PurgeRequest{OlderThan: o.OlderThan, StatsOlderThan: o.StatsOlderThan,
-			Limit: o.Limit})
+			Limit: o.Limit, TombstonesOlderThan: p.Retention.Tombstones})
 		rep.Add(b)
 		rep.Batches++
 		if err != nil {
@@ -78,7 +82,7 @@ func (p *Pipeline) Purge(ctx context.Context, o PurgeOptions) (PurgeReport, erro
 
 func (p *Pipeline) logPurge(ctx context.Context, rep PurgeReport, err error) {
 	attrs := []any{"purged_records", rep.Records, "purged_steps", rep.Steps, "purged_replays", rep.Replays,
-		"purged_stats", rep.Stats, "more", rep.More, "batches", rep.Batches}
+		"purged_stats", rep.Stats, "purged_tombstones", rep.Tombstones, "more", rep.More, "batches", rep.Batches}
 	if err != nil {
 		p.Log.WarnContext(ctx, "purge failed", append(attrs, "error", err.Error())...)
 		return
@@ -108,14 +112,26 @@ func budgetWithin(ctx context.Context, d time.Duration) time.Duration {
 // DedupWindowOpen is DedupWindowEnds of a record no purge may delete yet.
 const DedupWindowOpen = "open"
 
-// DedupWindowEnds says when a purge may delete rec, which ends its dedup
-// window (a duplicate then runs again): its last change plus the retention
-// for a record a purge may take (driver.Purgeable), RFC 3339 in UTC;
-// DedupWindowOpen while it is not one (running, retrying, a finish
-// pending: any change starts the count again).
-func DedupWindowEnds(rec driver.Record, retention time.Duration) string {
-	if !driver.Purgeable(rec) {
+// DedupWindowEnds says when rec's dedup window ends (a duplicate then runs
+// again): when its tombstone goes, tombstoneAge (Retention.TombstoneAge)
+// after its last change, RFC 3339 in UTC, for a record a purge may retire
+// (driver.Purgeable) or a tombstone; DedupWindowOpen while it is neither
+// (running, retrying, a finish pending or failed: any change starts the
+// count again).
+func DedupWindowEnds(rec driver.Record, tombstoneAge time.Duration) string {
+	if !rec.Tombstone && !driver.Purgeable(rec) {
 		return DedupWindowOpen
 	}
-	return rec.UpdatedAt.Add(retention).UTC().Format(time.RFC3339)
+	return rec.UpdatedAt.Add(tombstoneAge).UTC().Format(time.RFC3339)
+}
+
+// TombstoneAge is how long after its last change a finished record's
+// tombstone goes: Tombstones (driver.DefaultTombstoneAge when 0), never less
+// than Records — as the store's purge computes it (driver.PurgeRequest.Check).
+func (r Retention) TombstoneAge() time.Duration {
+	t := r.Tombstones
+	if t <= 0 {
+		t = driver.DefaultTombstoneAge
+	}
+	return max(t, r.Records)
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
@@ -48,7 +50,8 @@ type StepInput struct {
 	Model     Model
 	Results   ResultStore
 
-	saved *savedOutput // the output this attempt saved, for the publish that follows
+	saved   *savedOutput // the output this attempt saved, for the publish that follows
+	payload keys.Derived // the key's payload hashes, stamped on the output (this life's mark)
 }
 
 // savedOutput is the object SaveOutput wrote and its text: publishing it
@@ -65,12 +68,17 @@ type Output struct {
 	Offline        bool            `json:"offline,omitempty"`
 	Text           string          `json:"text"`
 	Data           json.RawMessage `json:"data,omitempty"`
+	// PayloadHash marks the life of the key that wrote the output: an
+	// output of another payload (a previous life, after its tombstone went)
+	// is never taken as this life's (docs/design.md §8).
+	PayloadHash string `json:"payload_hash,omitempty"`
 }
 
 // SaveOutput writes the attempt's immutable output object and returns its
 // key, which the last step returns.
 func (in *StepInput) SaveOutput(ctx context.Context, out Output) (string, error) {
 	out.IdempotencyKey, out.RequestID, out.TaskType, out.Attempt = in.Key, in.RequestID, in.Task.TaskType, in.Attempt
+	out.PayloadHash = in.payload.PayloadHash
 	body, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("encode output: %w", err)
@@ -93,20 +101,32 @@ func (in *StepInput) SaveOutput(ctx context.Context, out Output) (string, error)
 // leaves it behind, and the retry should use it instead of paying for the
 // model again.
 func (in *StepInput) PriorOutput(ctx context.Context) (string, bool, error) {
-	for n := in.Attempt - 1; n >= 1; n-- {
-		key, err := ossresult.AttemptKey(in.Key, n)
+	key, err := priorOutput(ctx, in.Results, in.payload, in.Attempt-1)
+	return key, key != "", err
+}
+
+// priorOutput is the key of the newest output of attempts n down to 1 that
+// this life of the key saved ("" when none): an output stamped with another
+// payload hash, or with none (written before outputs were stamped), may be a
+// previous life's, left in the bucket after the purge, and is passed over.
+func priorOutput(ctx context.Context, rs ResultStore, d keys.Derived, n int) (string, error) {
+	for ; n >= 1; n-- {
+		key, err := ossresult.AttemptKey(d.Key, n)
 		if err != nil {
-			return "", false, idempotency.Final("invalid_request", err)
+			return "", idempotency.Final("invalid_request", err)
 		}
-		_, _, err = in.Results.Get(ctx, key)
+		body, _, err := rs.Get(ctx, key)
 		switch {
 		case err == nil:
-			return key, true, nil
+			var out Output
+			if json.Unmarshal(body, &out) == nil && driver.SamePayload(out.PayloadHash, d.PayloadHash, d.LegacyPayloadHash) {
+				return key, nil
+			}
 		case !errors.Is(err, ossresult.ErrNotFound):
-			return "", false, classifyResultErr("read prior output", err)
+			return "", classifyResultErr("read prior output", err)
 		}
 	}
-	return "", false, nil
+	return "", nil
 }
 
 // Registry maps task_type to its TaskType. Safe for concurrent reads after

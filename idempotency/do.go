@@ -37,7 +37,10 @@ func storedError(res driver.ClaimResult) error {
 		return Final("payload_mismatch", ErrPayloadMismatch)
 	case res.Decision == DecisionRepeatOther:
 		return ErrInProgress
-	case res.Record.Status == driver.StatusFailedFinal:
+	case res.Record.Status == driver.StatusFailedFinal, res.Record.FailedFinish():
+		// A finish that failed FINAL is answered as failed too, by every
+		// delivery: FC's retries then end in the dead-letter queue
+		// (docs/design.md §10). The result stands.
 		return &Error{Class: ClassFinal, Code: res.Record.LastErrorCode, Err: errors.New(res.Record.LastError)}
 	}
 	return nil

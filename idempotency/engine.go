@@ -561,5 +561,15 @@ func (f *Finisher) Fail(ctx context.Context, cause error) error {
 	fail := failure(cause)
 	c, cancel := detached(ctx)
 	defer cancel()
-	return storeErr("fail finish", f.e.store.Finish(c, f.Key, f.Owner, f.try, &fail))
+	if err := f.e.store.Finish(c, f.Key, f.Owner, f.try, &fail); err != nil {
+		return storeErr("fail finish", err)
+	}
+	if fail.Final {
+		// The fast layer and the local cache hold the SUCCEEDED answer
+		// without the failure (a terminal entry at the same fence stays):
+		// drop them, so the next delivery reads the failure from the store.
+		f.e.cache.forget(f.Key)
+		f.e.fastDo(ctx, "forget", func(c context.Context) error { return f.e.fast.Forget(c, f.Key) })
+	}
+	return nil
 }

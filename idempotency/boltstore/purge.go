@@ -29,7 +29,7 @@ func (s *Store) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeR
 		tx := b.Tx()
 		now := s.now()
 		cutoff := now.Add(-r.OlderThan)
-		full, err := purgeRecords(tx, cutoff, r.Limit, &rep)
+		full, err := purgeRecords(tx, cutoff, now.Add(-r.TombstonesOlderThan), r.Limit, &rep)
 		if err != nil {
 			return err
 		}
@@ -51,12 +51,14 @@ func (s *Store) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeR
 	return rep, err
 }
 
-// purgeRecords deletes up to limit purgeable records older than cutoff,
-// oldest first, whose steps are all older too, with their steps and their
-// audit rows older than cutoff; it reports whether it hit the limit.
-func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *driver.PurgeReport) (bool, error) {
+// purgeRecords retires (driver.Retire) up to limit purgeable records older
+// than cutoff, oldest first, whose steps are all older too, deleting their
+// steps and their audit rows older than cutoff, and deletes up to limit
+// tombstones older than tombCutoff; it reports whether it hit a limit.
+func purgeRecords(tx *bolt.Tx, cutoff, tombCutoff time.Time, limit int, rep *driver.PurgeReport) (bool, error) {
 	b := tx.Bucket(records)
 	var due []driver.Record
+	var tombs [][]byte
 	steps := map[string][]string{}
 	young := map[string]bool{} // parents with a step changed after cutoff
 	err := b.ForEach(func(k, v []byte) error {
@@ -65,6 +67,10 @@ func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *driver.PurgeRep
 			return nil // Get reports a corrupt record; the purge leaves it
 		}
 		switch {
+		case r.Tombstone:
+			if r.UpdatedAt.Before(tombCutoff) && len(tombs) < limit {
+				tombs = append(tombs, bytes.Clone(k))
+			}
 		case r.ParentKey != "":
 			steps[r.ParentKey] = append(steps[r.ParentKey], r.Key)
 			young[r.ParentKey] = young[r.ParentKey] || !r.UpdatedAt.Before(cutoff)
@@ -78,7 +84,10 @@ func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *driver.PurgeRep
 	}
 	due = slices.DeleteFunc(due, func(r driver.Record) bool { return young[r.Key] })
 	sort.Slice(due, func(i, j int) bool { return due[i].UpdatedAt.Before(due[j].UpdatedAt) })
-	full := len(due) >= limit
+	full := len(due) >= limit || len(tombs) >= limit
+	if rep.Tombstones, err = deleteKeys(b, tombs); err != nil {
+		return false, err
+	}
 	for _, r := range due[:min(limit, len(due))] {
 		for _, st := range steps[r.Key] {
 			if err := b.Delete([]byte(st)); err != nil {
@@ -91,7 +100,8 @@ func purgeRecords(tx *bolt.Tx, cutoff time.Time, limit int, rep *driver.PurgeRep
 			return false, err
 		}
 		rep.Replays += n
-		if err := b.Delete([]byte(r.Key)); err != nil {
+		driver.Retire(&r)
+		if err := put(b, r); err != nil {
 			return false, err
 		}
 		rep.Records++

@@ -81,7 +81,7 @@ func get(b *bolt.Bucket, key string) (driver.Record, error) {
 	if err := json.Unmarshal(v, &r); err != nil {
 		return r, fmt.Errorf("boltstore: record %s is corrupt: %w", key, err)
 	}
-	return r, nil
+	return r, driver.CheckTombstone(r)
 }
 
 // getIf reads key for a guarded write: ErrLeaseLost unless it exists and

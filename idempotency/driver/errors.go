@@ -18,4 +18,10 @@ var (
 	// its column, a purge without a retention). The engine answers it FINAL
 	// invalid_request: delivering it again cannot help.
 	ErrInvalid = errors.New("idempotency: invalid request")
+	// ErrPurged: the key's record was purged; only its tombstone remains,
+	// which answers duplicates and cannot be replayed (docs/design.md §6).
+	ErrPurged = errors.New("idempotency: the record was purged; only its tombstone remains")
+	// ErrMalformedTombstone: a tombstone that is not a finished task record
+	// with a payload hash; nothing is decided on it and nothing changes.
+	ErrMalformedTombstone = errors.New("idempotency: malformed tombstone")
 )

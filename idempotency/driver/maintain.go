@@ -47,7 +47,16 @@ type PurgeRequest struct {
 	OlderThan      time.Duration // records and audit rows; must be positive
 	StatsOlderThan time.Duration // stats rows; 0 keeps them
 	Limit          int           // per kind of row; DefaultPurgeLimit when 0
+	// TombstonesOlderThan: a tombstone goes once its record's last change
+	// is this old: at least as long as the key's objects may live (their
+	// expiry plus a margin), so that no re-send meets them without it.
+	// DefaultTombstoneAge when 0; never less than OlderThan.
+	TombstonesOlderThan time.Duration
 }
+
+// DefaultTombstoneAge is TombstonesOlderThan when unset: the objects'
+// default expiry (30 days) plus two days' margin (docs/design.md §6).
+const DefaultTombstoneAge = 32 * 24 * time.Hour
 
 // DefaultPurgeLimit is the batch of one purge: small enough that its
 // transaction holds its row locks for milliseconds.
@@ -59,6 +68,9 @@ type PurgeReport struct {
 	Steps   int64 `json:"steps"`   // their step records
 	Replays int64 `json:"replays"` // audit rows
 	Stats   int64 `json:"stats"`   // stats rows (one per minute and name)
+	// Tombstones: tombstones deleted, their objects' lifetime over
+	// (Records counts the records the batch turned into tombstones).
+	Tombstones int64 `json:"tombstones"`
 	// More: a batch was full, so more may be due; purge again.
 	More bool `json:"more"`
 }
@@ -69,6 +81,7 @@ func (r *PurgeReport) Add(o PurgeReport) {
 	r.Steps += o.Steps
 	r.Replays += o.Replays
 	r.Stats += o.Stats
+	r.Tombstones += o.Tombstones
 	r.More = o.More
 }
 
@@ -83,15 +96,31 @@ func (r PurgeRequest) Check() (PurgeRequest, error) {
 	if r.Limit == 0 {
 		r.Limit = DefaultPurgeLimit
 	}
+	if r.TombstonesOlderThan <= 0 {
+		r.TombstonesOlderThan = DefaultTombstoneAge
+	}
+	r.TombstonesOlderThan = max(r.TombstonesOlderThan, r.OlderThan)
 	return r, nil
 }
 
-// Purgeable reports whether rec is a task record a purge may delete once it
-// is old enough: terminal, FAILED_FINAL or SUCCEEDED with no finish pending
-// (a pending finish still has work to do).
+// Purgeable reports whether rec is a task record a purge may retire (turn
+// into a tombstone) once it is old enough: terminal, FAILED_FINAL or
+// SUCCEEDED with its finish neither pending (work to do) nor failed (an
+// operator must see it: docs/operations.md), and not a tombstone already.
 func Purgeable(rec Record) bool {
-	return rec.ParentKey == "" && (rec.Status == StatusFailedFinal ||
-		rec.Status == StatusSucceeded && rec.Finish != FinishPending)
+	return rec.ParentKey == "" && !rec.Tombstone && (rec.Status == StatusFailedFinal ||
+		rec.Status == StatusSucceeded && rec.Finish != FinishPending && rec.Finish != FinishFailed)
+}
+
+// Retire turns rec into its tombstone, as every store's purge must: it
+// keeps the key, payload hash, status, attempt, fence, result_ref, error
+// code and times (its UpdatedAt is not moved: the tombstone's age counts
+// from the record's last change), and drops the rest.
+func Retire(rec *Record) {
+	*rec = Record{Key: rec.Key, Status: rec.Status, Attempt: rec.Attempt, Fence: rec.Fence, ResultRef: rec.ResultRef,
+		PayloadHash: rec.PayloadHash, LastErrorCode: rec.LastErrorCode, Finish: rec.Finish, TaskType: rec.TaskType,
+		TenantID: rec.TenantID, Operation: rec.Operation, InputVersion: rec.InputVersion, InputRef: rec.InputRef,
+		Tombstone: true, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
 }
 
 // Replay is one audited operator re-drive (table idempotency_replay).
@@ -154,6 +183,9 @@ func ApplyReset(rec *Record, rp Replay, now time.Time) (ResetKind, error) {
 			"payload under the same key, which stays as it is", ErrPayloadMismatch, rp.PayloadHash, rec.PayloadHash)
 	}
 	switch {
+	case rec.Tombstone:
+		return ResetNothing, fmt.Errorf("%w: key %s (%s, last changed %s): re-send or replay it and it is answered "+
+			"from the tombstone; nothing was changed", ErrPurged, rec.Key, rec.Status, rec.UpdatedAt.UTC().Format(time.RFC3339))
 	case rec.Status == StatusSucceeded && rec.Finish != FinishFailed:
 		return ResetNothing, nil
 	case rec.Status == StatusSucceeded:

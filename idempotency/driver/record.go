@@ -1,6 +1,9 @@
 package driver
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Status is the state of a record. The machine is
 //
@@ -105,8 +108,32 @@ type Record struct {
 	// SweepAfter: the sweeper leaves the record alone until then (zero: as
 	// soon as it is due). A takeover clears it.
 	SweepAfter time.Time `json:"sweep_after,omitzero"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	// Tombstone: the purge retired the record (docs/design.md §6,
+	// "Retention"): it keeps the key, payload hash, status, result_ref and
+	// error code, so that a re-send is answered from it while the key's
+	// objects may still exist, and nothing else (no steps, no audit rows).
+	Tombstone bool      `json:"tombstone,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// FailedFinish reports whether r is a SUCCEEDED record whose finish failed
+// FINAL: its result stands, but every delivery answers the finish's error
+// (LastErrorCode), so that FC's retries end in the dead-letter queue. A
+// SUCCEEDED record keeps an error code only then (the fast layer mirrors the
+// code, not the finish state).
+func (r Record) FailedFinish() bool {
+	return r.Status == StatusSucceeded && (r.Finish == FinishFailed || r.LastErrorCode != "")
+}
+
+// CheckTombstone refuses a tombstone nothing may be decided on: one that is
+// not a finished task record with a payload hash (ErrMalformedTombstone).
+func CheckTombstone(r Record) error {
+	if r.Tombstone && (!r.Status.Terminal() || r.PayloadHash == "" || r.ParentKey != "" || r.Finish == FinishPending) {
+		return fmt.Errorf("%w: record %s (status %q, finish %q, payload hash %q)", ErrMalformedTombstone,
+			r.Key, r.Status, r.Finish, r.PayloadHash)
+	}
+	return nil
 }
 
 // Meta is what a claim records about the action besides the key. Stores keep

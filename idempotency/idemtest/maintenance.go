@@ -307,12 +307,16 @@ func traceFirst(t *testing.T, s driver.Maintainer) {
 const purgeAge = 2 * time.Second
 
 // RunPurge checks Purge on an empty store, where its counts are exact:
-// terminal records older than the retention go with their steps and their
-// audit rows as old, in batches of the limit; non-terminal and younger
-// records stay, and an audit row younger than its purged record outlives
-// it until it is as old; stats rows go by their own retention; a duplicate
-// of a purged key is claimed FIRST again. One scenario in time order: its
-// counts depend on the ages its steps give the records.
+// terminal records older than the retention are retired to tombstones
+// (driver.Retire), their steps and their audit rows as old deleted, in
+// batches of the limit; non-terminal and younger records, and a finish that
+// failed, stay; an audit row younger than its record outlives it until it
+// is as old; stats rows go by their own retention. A tombstone answers a
+// re-send (REPEAT_DONE, or PAYLOAD_MISMATCH for another payload) and
+// refuses a reset, changing nothing, until it is as old as
+// TombstonesOlderThan; then it goes, and a re-send is claimed FIRST again
+// (docs/design.md §6, "Retention"). One scenario in time order: its counts
+// depend on the ages its steps give the records.
 func RunPurge(t *testing.T, s driver.Maintainer) {
 	ctx := context.Background()
 	p := purgeScene{t: t, s: s, e: idempotency.New(s, idempotency.WithLogger(TestLogger(t)), idempotency.WithMaxAttempts(1)),
@@ -326,7 +330,8 @@ func RunPurge(t *testing.T, s driver.Maintainer) {
 	p.failedFinal(youngFailed)
 	p.audit(old.done, "young") // younger than the retention: it outlives its record
 	old.stays[youngDone], old.stays[youngFailed] = driver.StatusSucceeded, driver.StatusFailedFinal
-	total := purgeAll(t, s, driver.PurgeRequest{OlderThan: purgeAge, StatsOlderThan: 5 * time.Minute, Limit: 1})
+	total := purgeAll(t, s, driver.PurgeRequest{OlderThan: purgeAge, StatsOlderThan: 5 * time.Minute, Limit: 1,
+		TombstonesOlderThan: time.Hour})
 	if time.Since(youngAt) >= purgeAge {
 		t.Fatalf("this machine took %s to make and purge two records: the young ones aged past the retention", time.Since(youngAt))
 	}
@@ -334,24 +339,58 @@ func RunPurge(t *testing.T, s driver.Maintainer) {
 	// checkpoints on the record now.)
 	want(t, "records purged", total, driver.PurgeReport{Records: 2, Replays: 2, Stats: 3})
 	old.checkPurged(t, s)
+	old.tombstonesAnswer(t, p.e)
 
-	// The dedup window of the purged key has ended: a duplicate is a new action.
-	if res, l := claim(t, p.e, req(old.failed, "late")); res.Decision != idempotency.DecisionFirst || l == nil || l.Attempt != 1 {
-		t.Fatalf("duplicate of a purged key: %s", res.Decision)
-	}
-	// Once as old, the young records and the audit row that outlived its
-	// record go too; the re-claimed key, running, stays.
+	// Once as old, the young records are retired and every tombstone as old
+	// as TombstonesOlderThan goes, and the audit row that outlived its record
+	// with it; a re-send is then a new action.
 	time.Sleep(purgeAge)
-	total = purgeAll(t, s, driver.PurgeRequest{OlderThan: purgeAge, Limit: 1})
-	want(t, "second purge", total, driver.PurgeReport{Records: 2, Replays: 1})
+	total = purgeAll(t, s, driver.PurgeRequest{OlderThan: purgeAge, Limit: 1, TombstonesOlderThan: purgeAge})
+	want(t, "second purge", total, driver.PurgeReport{Records: 2, Replays: 1, Tombstones: 4})
 	if rps, _ := s.Replays(ctx, old.done); len(rps) != 0 {
 		t.Errorf("the audit row outlived its record past the retention: %+v", rps)
 	}
-	if got, err := s.Get(ctx, old.failed); err != nil || got.Status != driver.StatusRunning {
-		t.Errorf("the re-claimed key: %s %v", got.Status, err)
+	if _, err := s.Get(ctx, old.done); !errors.Is(err, driver.ErrNotFound) {
+		t.Errorf("the tombstone past its age: %v", err)
+	}
+	if res, l := claim(t, p.e, req(old.failed, "late")); res.Decision != idempotency.DecisionFirst || l == nil || l.Attempt != 1 {
+		t.Fatalf("a re-send after the tombstone went: %s", res.Decision)
 	}
 	if _, err := s.Purge(ctx, driver.PurgeRequest{}); err == nil {
 		t.Error("a purge without a retention ran")
+	}
+}
+
+// tombstonesAnswer checks the tombstones of the first purge: a re-send is
+// answered from them, another payload is a mismatch, a reset is refused
+// ErrPurged, and none of it changes them.
+func (o oldRecords) tombstonesAnswer(t *testing.T, e *idempotency.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	s := e.Store().(driver.Maintainer)
+	before, _ := s.Get(ctx, o.done)
+	if res, l := claim(t, e, req(o.done, "late")); res.Decision != idempotency.DecisionRepeatDone || l != nil ||
+		res.Record.Status != driver.StatusSucceeded || res.Record.ResultRef != "ref" {
+		t.Errorf("a re-send of a purged key: %s %s %q, want REPEAT_DONE with its result", res.Decision, res.Record.Status, res.Record.ResultRef)
+	}
+	if res, _ := claim(t, e, req(o.failed, "late")); res.Decision != idempotency.DecisionRepeatDone || res.Record.Status != driver.StatusFailedFinal ||
+		res.Record.LastErrorCode != "policy_rejected" {
+		t.Errorf("a re-send of a purged failed key: %s %s %q", res.Decision, res.Record.Status, res.Record.LastErrorCode)
+	}
+	other := req(o.done, "other")
+	other.PayloadHash = "another-payload"
+	if res, l := claim(t, e, other); res.Decision != idempotency.DecisionPayloadMismatch || l != nil {
+		t.Errorf("another payload under a purged key: %s", res.Decision)
+	}
+	if _, _, err := s.Reset(ctx, o.done, driver.Replay{Reason: "r", Operator: "op", Source: "key"}); !errors.Is(err, driver.ErrPurged) {
+		t.Errorf("a reset of a tombstone: %v, want ErrPurged", err)
+	}
+	after, err := s.Get(ctx, o.done)
+	if err != nil || !after.Tombstone || after.Fence != before.Fence || !after.UpdatedAt.Equal(before.UpdatedAt) || after.Status != before.Status {
+		t.Errorf("the tombstone changed: %+v → %+v (%v)", before, after, err)
+	}
+	if rps, _ := s.Replays(ctx, o.done); len(rps) != 1 {
+		t.Errorf("a refused reset of a tombstone wrote an audit row: %+v", rps)
 	}
 }
 
@@ -393,6 +432,7 @@ func (p purgeScene) audit(k, why string) {
 // status of each key that must stay.
 type oldRecords struct {
 	done, failed, orphan string
+	finishFailed         string // SUCCEEDED, its finish failed FINAL: it stays for an operator
 	stays                map[string]driver.Status
 	now                  time.Time // the minute the stats rows count from
 }
@@ -421,7 +461,18 @@ func (p purgeScene) old() oldRecords {
 	}
 	running := NewKey()
 	claim(t, p.e, req(running, "live"))
-	o.stays = map[string]driver.Status{pending: driver.StatusSucceeded, retrying: driver.StatusFailedRetryable, running: driver.StatusRunning}
+	o.finishFailed = NewKey()
+	r = req(o.finishFailed, "ff")
+	r.FinishAfter = true
+	_, lf := claim(t, p.e, r)
+	if err := lf.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lf.Finisher().Fail(ctx, idempotency.Final("notify_rejected", errors.New("410"))); err != nil {
+		t.Fatal(err)
+	}
+	o.stays = map[string]driver.Status{pending: driver.StatusSucceeded, retrying: driver.StatusFailedRetryable, running: driver.StatusRunning,
+		o.finishFailed: driver.StatusSucceeded}
 	o.now = time.Now().UTC().Truncate(time.Minute)
 	if err := p.s.AddStats(ctx, []driver.StatRow{{Minute: o.now.Add(-72 * time.Hour), Name: "first", Count: 1},
 		{Minute: o.now.Add(-72 * time.Hour), Name: "fast_reject", Count: 1}, {Minute: o.now.Add(-10 * time.Minute), Name: "first", Count: 1},
@@ -436,9 +487,12 @@ func (o oldRecords) checkPurged(t *testing.T, s driver.Maintainer) {
 	t.Helper()
 	ctx := context.Background()
 	for _, k := range []string{o.done, o.failed} {
-		if _, err := s.Get(ctx, k); !errors.Is(err, driver.ErrNotFound) {
-			t.Errorf("%s… was not purged: %v", k[:8], err)
+		if rec, err := s.Get(ctx, k); err != nil || !rec.Tombstone || !rec.Status.Terminal() || len(rec.Steps) != 0 || rec.PayloadHash == "" {
+			t.Errorf("%s… was not retired to a tombstone: %+v %v", k[:8], rec, err)
 		}
+	}
+	if rec, err := s.Get(ctx, o.finishFailed); err != nil || rec.Tombstone || rec.Finish != driver.FinishFailed {
+		t.Errorf("a record whose finish failed was purged: %+v %v", rec, err)
 	}
 	for k, st := range o.stays {
 		if got, err := s.Get(ctx, k); err != nil || got.Status != st {

@@ -24,8 +24,8 @@ const (
 	// status, each in index order and cut at the limit, so nothing is sorted
 	// but the at most twice the limit rows of the outer ORDER BY.
 	purgeCandidatesSQL = `(SELECT request_id, updated_at FROM idempotency_record FORCE INDEX (idx_status_updated)
- WHERE status = 'SUCCEEDED' AND updated_at < NOW(3) - INTERVAL ? MICROSECOND AND finish <> 'PENDING' AND parent_key = ''
- ORDER BY updated_at LIMIT ?)
+ WHERE status = 'SUCCEEDED' AND updated_at < NOW(3) - INTERVAL ? MICROSECOND AND finish NOT IN ('PENDING', 'FAILED')
+ AND parent_key = '' ORDER BY updated_at LIMIT ?)
  UNION ALL (SELECT request_id, updated_at FROM idempotency_record FORCE INDEX (idx_status_updated)
  WHERE status = 'FAILED_FINAL' AND updated_at < NOW(3) - INTERVAL ? MICROSECOND AND parent_key = ''
  ORDER BY updated_at LIMIT ?)
@@ -38,7 +38,7 @@ const (
 	// leaves a gap lock on uniq_request_id until the batch commits.
 	purgeLockSQL = `SELECT id, request_id FROM idempotency_record FORCE INDEX (uniq_request_id) WHERE request_id IN (%s)
  AND parent_key = '' AND updated_at < NOW(3) - INTERVAL ? MICROSECOND
- AND (status = 'FAILED_FINAL' OR (status = 'SUCCEEDED' AND finish <> 'PENDING'))
+ AND (status = 'FAILED_FINAL' OR (status = 'SUCCEEDED' AND finish NOT IN ('PENDING', 'FAILED')))
  ORDER BY request_id FOR UPDATE`
 
 	// purgeStepsSQL reads the locked records' steps by idx_parent_key, and
@@ -51,6 +51,19 @@ const (
 	// their record (purgeOrphansSQL takes them later).
 	purgeAuditSQL = `SELECT id FROM idempotency_replay FORCE INDEX (idx_replay_request_id)
  WHERE request_id IN (%s) AND created_at < NOW(3) - INTERVAL ? MICROSECOND`
+
+	// purgeRetireSQL turns the locked records into their tombstones
+	// (driver.Retire) by PRIMARY, keeping updated_at: a tombstone's age
+	// counts from the record's last change.
+	purgeRetireSQL = `UPDATE idempotency_record SET status = CONCAT('` + tombPrefix + `', IF(status = 'SUCCEEDED', 'SUCCEEDED', 'FAILED')),
+ steps = NULL, last_error = '', lease_owner = '', lease_until = NULL, sweep_after = NULL, traceparent = '',
+ origin_request_id = '', event_source = '', event_id = '', updated_at = updated_at WHERE id IN (%s)`
+
+	// purgeTombsSQL deletes the oldest tombstones of one status whose
+	// objects' lifetime is over, by a range of idx_status_updated. Nothing
+	// acts on a tombstone but a claim's read, so it needs no lock first.
+	purgeTombsSQL = `DELETE FROM idempotency_record WHERE status = ? AND updated_at < NOW(3) - INTERVAL ? MICROSECOND
+ ORDER BY updated_at LIMIT ?`
 
 	// purgeDeleteSQL and purgeDeleteAuditSQL delete by PRIMARY.
 	purgeDeleteSQL      = `DELETE FROM idempotency_record WHERE id IN (%s)`
@@ -92,6 +105,18 @@ func (s *Store) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeR
 		// younger than the retention) would be listed again: no reason to
 		// come back at once.
 		full = len(keys) == r.Limit && (rep.Records > 0 || moved)
+	}
+	for _, st := range []string{tombPrefix + "SUCCEEDED", tombPrefix + "FAILED"} {
+		res, err := s.db.ExecContext(ctx, purgeTombsSQL, st, r.TombstonesOlderThan.Microseconds(), r.Limit)
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		if err != nil {
+			return rep, fmt.Errorf("purge tombstones: %w", mapErr(err))
+		}
+		rep.Tombstones += n
+		full = full || n == int64(r.Limit)
 	}
 	n, err := s.purgeOrphans(ctx, age, r.Limit)
 	if err != nil {
@@ -175,7 +200,7 @@ func (s *Store) purgeRecords(ctx context.Context, candidates []any, age int64, r
 		if n.Steps, err = deleteIDs(ctx, tx, purgeDeleteSQL, steps); err != nil {
 			return err
 		}
-		n.Records, err = deleteIDs(ctx, tx, purgeDeleteSQL, gone)
+		n.Records, err = deleteIDs(ctx, tx, purgeRetireSQL, gone)
 		return err
 	})
 	if err == nil {

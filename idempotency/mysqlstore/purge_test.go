@@ -158,9 +158,10 @@ func explain(t *testing.T, db *sql.DB, q string, args []any) []map[string]string
 
 // TestPurgeBesideTrafficAndAnotherPurge runs two purges at once while
 // duplicates of the purged keys arrive, replays reset some of them and new
-// keys are claimed: every purgeable record goes exactly once (the two
-// purges' counts add up to what was due), a record a replay reset first and
-// a record claimed again after its purge stay, and so does every record
+// keys are claimed: every purgeable record is retired exactly once (the two
+// purges' counts add up to what was due), a duplicate is never claimed FIRST (the
+// tombstone answers it), a record a replay reset first stays,
+// and so does every record
 // that was never purgeable.
 func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 	s := testenv.FreshMySQLStore(t)
@@ -204,7 +205,7 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 	for i := range reports {
 		purgers.Go(func() {
 			for {
-				rep, err := s.Purge(ctx, driver.PurgeRequest{OlderThan: retention, Limit: 25})
+				rep, err := s.Purge(ctx, driver.PurgeRequest{OlderThan: retention, Limit: 25, TombstonesOlderThan: 2 * retention})
 				if err != nil {
 					fail(fmt.Errorf("purge %d: %w", i, err))
 					return
@@ -217,7 +218,7 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 		})
 	}
 	stop := make(chan struct{})
-	var claimedAgain, rescued sync.Map
+	var rescued sync.Map
 	var n, slowest atomic.Int64
 	claimReq := func(k, owner string) idempotency.ClaimRequest {
 		return idempotency.ClaimRequest{Key: k, PayloadHash: "ph", Owner: owner, Try: -1, Lease: time.Minute, MaxAttempts: 3}
@@ -232,24 +233,21 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 				}
 				n.Add(1)
 				switch g {
-				case 0, 1: // a duplicate of a purgeable key: answered, or, once purged, a new action
+				case 0, 1: // a duplicate of a purgeable key: answered, by its record or, once purged, its tombstone
 					k := append(done, failed...)[(i*7+g*13)%(len(done)+len(failed))]
 					res, err := s.Claim(ctx, claimReq(k, fmt.Sprintf("dup-%d-%d", g, i)))
 					if err != nil {
 						fail(fmt.Errorf("duplicate: %w", err))
 						continue
 					}
-					if res.Decision == idempotency.DecisionFirst {
-						claimedAgain.Store(k, true)
-						if err := s.Complete(ctx, k, res.Record.Fence, driver.Completion{ResultRef: "again"}); err != nil {
-							fail(fmt.Errorf("complete again: %w", err))
-						}
+					if res.Decision == idempotency.DecisionFirst { // a TAKEOVER follows a replay's reset
+						fail(errors.New("a duplicate of a finished key, purged or not, was claimed FIRST"))
 					}
 				case 2: // a replay resets a failed key, unless it is gone or running again
 					k := failed[i%len(failed)]
 					prior, _, err := s.Reset(ctx, k, driver.Replay{Reason: "test", Operator: "op", Source: "key"})
 					switch {
-					case errors.Is(err, driver.ErrNotReplayable):
+					case errors.Is(err, driver.ErrNotReplayable), errors.Is(err, driver.ErrPurged):
 					case err != nil:
 						fail(fmt.Errorf("reset: %w", err))
 					case prior.Status == driver.StatusFailedFinal:
@@ -282,16 +280,13 @@ func TestPurgeBesideTrafficAndAnotherPurge(t *testing.T) {
 	var want driver.PurgeReport
 	for _, k := range append(done, failed...) {
 		_, kept := rescued.Load(k)
-		_, err := s.Get(ctx, k)
-		_, again := claimedAgain.Load(k)
+		rec, err := s.Get(ctx, k)
 		switch {
-		case kept && err != nil:
-			t.Errorf("%s… was reset by a replay before the purge, then purged: %v", k[:8], err)
+		case kept && (err != nil || rec.Tombstone):
+			t.Errorf("%s… was reset by a replay before the purge, then purged: %+v %v", k[:8], rec, err)
 		case kept:
-		case again && err != nil:
-			t.Errorf("%s… claimed again after its purge is gone: %v", k[:8], err)
-		case !again && !errors.Is(err, driver.ErrNotFound):
-			t.Errorf("%s… was due and stayed: %v", k[:8], err)
+		case err != nil || !rec.Tombstone:
+			t.Errorf("%s… was due and is not a tombstone: %+v %v", k[:8], rec, err)
 		default:
 			want.Records++
 			want.Steps += stepsOf[k]

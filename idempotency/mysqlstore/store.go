@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -111,6 +112,12 @@ func scan(row interface{ Scan(...any) error }, extra ...any) (driver.Record, err
 		return r, mapErr(err)
 	}
 	r.Status, r.Finish = driver.Status(st), driver.FinishState(finish)
+	if rest, ok := strings.CutPrefix(st, tombPrefix); ok {
+		r.Tombstone, r.Status = true, driver.Status(rest)
+		if rest == "FAILED" {
+			r.Status = driver.StatusFailedFinal
+		}
+	}
 	if lease.Valid {
 		r.LeaseUntil = lease.Time
 	}
@@ -122,8 +129,15 @@ func scan(row interface{ Scan(...any) error }, extra ...any) (driver.Record, err
 			return r, fmt.Errorf("mysqlstore: steps of %s: %w", r.Key, err)
 		}
 	}
-	return r, nil
+	return r, driver.CheckTombstone(r)
 }
+
+// tombPrefix marks a tombstone's status (TOMB_SUCCEEDED, TOMB_FAILED: the
+// VARCHAR(16) holds them): no statement that acts on a SUCCEEDED or
+// FAILED_FINAL record matches a tombstone, the purge finds records to retire
+// and tombstones to delete by the same idx_status_updated, and no migration
+// is needed (docs/design.md §6).
+const tombPrefix = "TOMB_"
 
 // Get reads one record.
 func (s *Store) Get(ctx context.Context, key string) (driver.Record, error) {
