@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/llm"
+	"github.com/idemgate/idemgate/handler/notify"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/driver"
@@ -394,7 +395,7 @@ func TestLastAttemptThatSavedItsOutputCompletes(t *testing.T) {
 		if _, err := rs.PutOnce(context.Background(), inKey, in, "application/json", ossresult.Meta{IdempotencyKey: d.Key}); err != nil {
 			t.Fatal(err)
 		}
-		out, _ := json.Marshal(handler.Output{IdempotencyKey: d.Key, Attempt: 1, Text: "saved before the crash"})
+		out, _ := json.Marshal(handler.Output{IdempotencyKey: d.Key, Attempt: 1, Text: "saved before the crash", PayloadHash: d.PayloadHash})
 		outKey, _ := ossresult.AttemptKey(d.Key, 1)
 		if _, err := rs.PutOnce(context.Background(), outKey, out, "application/json", ossresult.Meta{IdempotencyKey: d.Key}); err != nil {
 			t.Fatal(err)
@@ -454,6 +455,84 @@ func TestSweeperEndsAStoredInputItCannotPrepare(t *testing.T) {
 		rec, _ := store.Get(context.Background(), derive(t, data).Key)
 		if rec.Status != driver.StatusFailedFinal || rec.LastErrorCode != "invalid_request" {
 			t.Fatalf("record %s %s after %+v", rec.Status, rec.LastErrorCode, rep)
+		}
+	})
+}
+
+// refusingNotifier is a receiver that refuses every POST FINAL, as a 410
+// does (notify_rejected).
+type refusingNotifier struct{ posts atomic.Int32 }
+
+func (n *refusingNotifier) Post(context.Context, string, string, string, []byte) error {
+	n.posts.Add(1)
+	return idempotency.Final("notify_rejected", errors.New("the receiver answered 410"))
+}
+
+// Issue 20, case 5: a FINAL finish failure reaches the dead-letter queue.
+// The first delivery, FC's retry of it and any later delivery all answer
+// the FINAL failure (never 200 REPEAT_DONE), with Redis and the local cache
+// in front of the store too; the receiver is posted to once; the sweeper
+// does not take the finish up; the purge keeps the record.
+func TestAFinalFinishFailureReachesTheDeadLetterQueue(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts func(t *testing.T) []idempotency.Option
+	}{
+		{"store", func(*testing.T) []idempotency.Option { return nil }},
+		{"redis and local cache", func(t *testing.T) []idempotency.Option {
+			return []idempotency.Option{idempotency.WithFastLayer(newFast(t)), idempotency.WithLocalCache(100, time.Minute)}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+				ctx := context.Background()
+				rg := newRigOn(t, store, dir, &model{}, c.opts(t)...)
+				n := &refusingNotifier{}
+				rg.p.Notify = n
+				data := summarizeData(fmt.Sprintf("a refused notification %d", time.Now().UnixNano())) // a key of its own in the shared Redis
+				body := taskBody("ev-1", data, "https://hook.test/x")
+				for i, meta := range []handler.Meta{{RequestID: "r1", RetryCount: 0}, {RequestID: "r1", RetryCount: 1},
+					{RequestID: "r1", RetryCount: 2}, {RequestID: "r2", RetryCount: 0}, {RequestID: "r3", RetryCount: -1}} {
+					r := rg.p.Handle(ctx, body, meta)
+					if o := outcome(t, r); r.Status != 404 || o.ErrorType != "notify_rejected" || o.Retryable == nil || *o.Retryable {
+						t.Fatalf("delivery %d (%+v): %d %s", i, meta, r.Status, r.Body)
+					}
+				}
+				if n.posts.Load() != 1 {
+					t.Fatalf("%d POSTs, want 1", n.posts.Load())
+				}
+				if rep, err := rg.p.Sweep(ctx, handler.Meta{}, handler.SweepOptions{}); err != nil || rep.Scanned != 0 {
+					t.Fatalf("sweep %+v %v", rep, err)
+				}
+				purgeAged(t, rg, handler.Retention{Records: 300 * time.Millisecond})
+				rec, err := store.Get(ctx, derive(t, data).Key)
+				if err != nil || rec.Tombstone || rec.Finish != driver.FinishFailed || rec.LastErrorCode != "notify_rejected" {
+					t.Fatalf("after the purge: %+v %v", rec, err)
+				}
+			})
+		})
+	}
+}
+
+// Issue 20, case 5: a notify URL NOTIFY_ALLOWED_HOSTS refuses is refused
+// FINAL notify_forbidden before the claim and the model call.
+func TestAForbiddenNotifyURLIsRefusedBeforeAnythingRuns(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		ctx := context.Background()
+		rg := newRigOn(t, store, dir, &model{})
+		rg.p.Notify = notify.New(notify.Options{Allow: notify.MustParseAllowList("hook.test")})
+		data := summarizeData("notify somewhere else")
+		for try := range 2 {
+			r := rg.p.Handle(ctx, taskBody("ev-1", data, "https://elsewhere.test/x"), handler.Meta{RequestID: "r1", RetryCount: try})
+			if o := outcome(t, r); r.Status != 404 || o.ErrorType != "notify_forbidden" || *o.Retryable {
+				t.Fatalf("try %d: %d %s", try, r.Status, r.Body)
+			}
+		}
+		if rg.m.calls.Load() != 0 {
+			t.Fatalf("%d model calls before the notify URL was checked", rg.m.calls.Load())
+		}
+		if _, err := store.Get(ctx, derive(t, data).Key); !errors.Is(err, driver.ErrNotFound) {
+			t.Fatalf("a record was written: %v", err)
 		}
 	})
 }

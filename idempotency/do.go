@@ -25,6 +25,12 @@ type Outcome struct {
 // outcomeOf describes a claim result that the caller did not own.
 func outcomeOf(res driver.ClaimResult) Outcome {
 	r := res.Record
+	if res.Decision == DecisionPayloadMismatch {
+		// The record is another payload's: its result and state are not
+		// this request's to see (issue 20: no answer carries another
+		// payload's result).
+		return Outcome{Key: r.Key, Duplicate: true, Decision: res.Decision}
+	}
 	return Outcome{Key: r.Key, Status: r.Status, Duplicate: res.Decision.Duplicate(), Decision: res.Decision,
 		Attempt: r.Attempt, Fence: r.Fence, ResultRef: r.ResultRef, ErrorCode: r.LastErrorCode, Error: r.LastError}
 }
