@@ -91,6 +91,11 @@ func Classify(err error) (Class, string) {
 		return ClassRetryable, "store_unavailable"
 	case errors.Is(err, driver.ErrInvalid):
 		return ClassFinal, "invalid_request"
+	case errors.Is(err, driver.ErrMalformedTombstone):
+		// Delivering again cannot mend it: an operator must (docs/operations.md).
+		return ClassFinal, "malformed_tombstone"
+	case errors.Is(err, driver.ErrPurged):
+		return ClassFinal, "purged"
 	default:
 		return ClassUnknown, "unknown"
 	}
@@ -102,7 +107,8 @@ func storeErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, s := range []error{ErrLeaseLost, driver.ErrNotFound, ErrPayloadMismatch, driver.ErrNotReplayable, driver.ErrInvalid, ErrInProgress, ErrStoreUnavailable} {
+	for _, s := range []error{ErrLeaseLost, driver.ErrNotFound, ErrPayloadMismatch, driver.ErrNotReplayable, driver.ErrInvalid,
+		driver.ErrMalformedTombstone, driver.ErrPurged, ErrInProgress, ErrStoreUnavailable} {
 		if errors.Is(err, s) {
 			return err
 		}

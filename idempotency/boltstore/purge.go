@@ -68,7 +68,7 @@ func purgeRecords(tx *bolt.Tx, cutoff, tombCutoff time.Time, limit int, rep *dri
 		}
 		switch {
 		case r.Tombstone:
-			if r.UpdatedAt.Before(tombCutoff) && len(tombs) < limit {
+			if driver.CheckTombstone(r) == nil && r.UpdatedAt.Before(tombCutoff) && len(tombs) < limit {
 				tombs = append(tombs, bytes.Clone(k))
 			}
 		case r.ParentKey != "":

@@ -2,9 +2,12 @@ package boltstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
@@ -80,4 +83,24 @@ func TestMaintenanceEmbedded(t *testing.T) {
 
 func TestPurgeEmbedded(t *testing.T) {
 	idemtest.RunPurge(t, open(t, t.TempDir()))
+}
+
+func TestMalformedTombstoneEmbedded(t *testing.T) {
+	s := open(t, t.TempDir())
+	idemtest.RunMalformedTombstone(t, s, func(t *testing.T, key string) {
+		// A tombstone that says RUNNING: no purge writes one.
+		err := s.DB().Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte("idempotency_record"))
+			var r map[string]any
+			if err := json.Unmarshal(b.Get([]byte(key)), &r); err != nil {
+				return err
+			}
+			r["tombstone"], r["status"] = true, "RUNNING"
+			v, _ := json.Marshal(r)
+			return b.Put([]byte(key), v)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
 }

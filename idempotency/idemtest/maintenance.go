@@ -240,6 +240,18 @@ func (f *maintFixture) resetOfSucceededReopensAFailedFinish(t *testing.T) {
 	if err := l.Finisher().Fail(ctx, idempotency.Final("permission_denied", errors.New("403"))); err != nil {
 		t.Fatal(err)
 	}
+	// Until the replay, every delivery answers the finish's FINAL failure
+	// (FC's retries then end in the dead-letter queue), the result kept.
+	for _, owner := range []string{"p", "another"} {
+		out, err := e.Do(ctx, req(k, owner), func(context.Context, *idempotency.Lease) (string, error) {
+			t.Fatal("a duplicate of a SUCCEEDED key ran")
+			return "", nil
+		})
+		if class, code := idempotency.Classify(err); class != idempotency.ClassFinal || code != "permission_denied" ||
+			out.Status != driver.StatusSucceeded || out.ResultRef != "ref" {
+			t.Fatalf("a delivery after the finish failed: %+v %v, want SUCCEEDED with the FINAL permission_denied", out, err)
+		}
+	}
 	if _, _, err := s.Reset(ctx, k, driver.Replay{Reason: "role fixed", Operator: "op"}); err != nil {
 		t.Fatal(err)
 	}
@@ -530,5 +542,47 @@ func purgeAll(t *testing.T, s driver.Maintainer, r driver.PurgeRequest) driver.P
 		if i > 20 {
 			t.Fatalf("purge is never done: %+v", total)
 		}
+	}
+}
+
+// RunMalformedTombstone checks that a tombstone nothing may be decided on
+// (corrupt makes key's finished record one, as only a hand edit or a bug
+// can: the store's own encoding of a tombstone that is not a finished
+// record with a payload hash) gets a clear error (ErrMalformedTombstone)
+// from a claim, a read and a reset, and that none of them, nor a purge,
+// changes it.
+func RunMalformedTombstone(t *testing.T, s driver.Maintainer, corrupt func(t *testing.T, key string)) {
+	ctx := context.Background()
+	e := idempotency.New(s, idempotency.WithLogger(TestLogger(t)))
+	k := NewKey()
+	_, l := claim(t, e, req(k, "w"))
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	corrupt(t, k)
+	if _, err := s.Get(ctx, k); !errors.Is(err, driver.ErrMalformedTombstone) {
+		t.Fatalf("get: %v, want ErrMalformedTombstone", err)
+	}
+	if res, err := s.Claim(ctx, driver.ClaimRequest{Key: k, PayloadHash: "ph", Owner: "late", Try: -1, Lease: time.Minute, MaxAttempts: 3}); !errors.Is(err, driver.ErrMalformedTombstone) {
+		t.Fatalf("claim: %s %v, want ErrMalformedTombstone", res.Decision, err)
+	}
+	_, err := e.Do(ctx, req(k, "late"), func(context.Context, *idempotency.Lease) (string, error) {
+		t.Fatal("a delivery ran on a malformed tombstone")
+		return "", nil
+	})
+	if class, code := idempotency.Classify(err); class != idempotency.ClassFinal || code != "malformed_tombstone" {
+		t.Fatalf("a delivery: %v (%s %s), want FINAL malformed_tombstone", err, class, code)
+	}
+	if _, _, err := s.Reset(ctx, k, driver.Replay{Reason: "r", Operator: "op", Source: "key"}); !errors.Is(err, driver.ErrMalformedTombstone) {
+		t.Fatalf("reset: %v, want ErrMalformedTombstone", err)
+	}
+	if _, err := s.Purge(ctx, driver.PurgeRequest{OlderThan: time.Millisecond, TombstonesOlderThan: time.Millisecond}); err != nil {
+		t.Fatalf("purge beside a malformed tombstone: %v", err)
+	}
+	if _, err := s.Get(ctx, k); !errors.Is(err, driver.ErrMalformedTombstone) {
+		t.Fatalf("after it all: %v, want it unchanged", err)
+	}
+	if rps, _ := s.Replays(ctx, k); len(rps) != 0 {
+		t.Fatalf("a refused reset wrote an audit row: %+v", rps)
 	}
 }

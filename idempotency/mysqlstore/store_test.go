@@ -39,3 +39,13 @@ func TestMaintenanceMySQL(t *testing.T) {
 func TestPurgeMySQL(t *testing.T) {
 	idemtest.RunPurge(t, testenv.FreshMySQLStore(t))
 }
+
+func TestMalformedTombstoneMySQL(t *testing.T) {
+	s := testenv.FreshMySQLStore(t)
+	idemtest.RunMalformedTombstone(t, s, func(t *testing.T, key string) {
+		// A tombstone of a status no purge retires.
+		if _, err := s.DB().Exec(`UPDATE idempotency_record SET status = 'TOMB_RUNNING' WHERE request_id = ?`, key); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
