@@ -476,17 +476,18 @@ func (n *refusingNotifier) Post(context.Context, string, string, string, []byte)
 func TestAFinalFinishFailureReachesTheDeadLetterQueue(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		opts func(t *testing.T) []idempotency.Option
-	}{
-		{"store", func(*testing.T) []idempotency.Option { return nil }},
-		{"redis and local cache", func(t *testing.T) []idempotency.Option {
-			return []idempotency.Option{idempotency.WithFastLayer(newFast(t)), idempotency.WithLocalCache(100, time.Minute)}
-		}},
-	} {
+		fast bool
+	}{{"store", false}, {"redis and local cache", true}} {
 		t.Run(c.name, func(t *testing.T) {
 			onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 				ctx := context.Background()
-				rg := newRigOn(t, store, dir, &model{}, c.opts(t)...)
+				var opts []idempotency.Option
+				var fast driver.FastLayer
+				if c.fast {
+					fast = newFast(t)
+					opts = append(opts, idempotency.WithFastLayer(fast), idempotency.WithLocalCache(100, time.Minute))
+				}
+				rg := newRigOn(t, store, dir, &model{}, opts...)
 				n := &refusingNotifier{}
 				rg.p.Notify = n
 				data := summarizeData(fmt.Sprintf("a refused notification %d", time.Now().UnixNano())) // a key of its own in the shared Redis
@@ -500,6 +501,20 @@ func TestAFinalFinishFailureReachesTheDeadLetterQueue(t *testing.T) {
 				}
 				if n.posts.Load() != 1 {
 					t.Fatalf("%d POSTs, want 1", n.posts.Load())
+				}
+				if fast != nil {
+					// A duplicate that read the record before the failure
+					// mirrors SUCCEEDED into Redis after it: FC's retry still
+					// ends in the dead-letter queue.
+					rec, _ := store.Get(ctx, derive(t, data).Key)
+					rec.Finish, rec.LastErrorCode, rec.LastError = driver.FinishPending, "", ""
+					if err := fast.Publish(ctx, rec, 0); err != nil {
+						t.Fatal(err)
+					}
+					r := rg.p.Handle(ctx, body, handler.Meta{RequestID: "r1", RetryCount: 3})
+					if o := outcome(t, r); r.Status != 404 || o.ErrorType != "notify_rejected" {
+						t.Fatalf("FC's retry after a late SUCCEEDED mirror: %d %s", r.Status, r.Body)
+					}
 				}
 				if rep, err := rg.p.Sweep(ctx, handler.Meta{}, handler.SweepOptions{}); err != nil || rep.Scanned != 0 {
 					t.Fatalf("sweep %+v %v", rep, err)

@@ -18,13 +18,18 @@ import (
 // uniq_request_id, then the row, so that neither waits on the other in the
 // opposite order. No locking statement has a subquery (InnoDB would lock its
 // rows too).
+// purgeableFinish is the finish a SUCCEEDED record a purge may retire has
+// (driver.Purgeable): none pending (work to do), none failed (an operator
+// must see it first).
+const purgeableFinish = `finish NOT IN ('PENDING', 'FAILED')`
+
 const (
 	// purgeCandidatesSQL lists the oldest purgeable records, a snapshot read:
 	// one range of idx_status_updated (status, updated_at) per terminal
 	// status, each in index order and cut at the limit, so nothing is sorted
 	// but the at most twice the limit rows of the outer ORDER BY.
 	purgeCandidatesSQL = `(SELECT request_id, updated_at FROM idempotency_record FORCE INDEX (idx_status_updated)
- WHERE status = 'SUCCEEDED' AND updated_at < NOW(3) - INTERVAL ? MICROSECOND AND finish NOT IN ('PENDING', 'FAILED')
+ WHERE status = 'SUCCEEDED' AND updated_at < NOW(3) - INTERVAL ? MICROSECOND AND ` + purgeableFinish + `
  AND parent_key = '' ORDER BY updated_at LIMIT ?)
  UNION ALL (SELECT request_id, updated_at FROM idempotency_record FORCE INDEX (idx_status_updated)
  WHERE status = 'FAILED_FINAL' AND updated_at < NOW(3) - INTERVAL ? MICROSECOND AND parent_key = ''
@@ -38,7 +43,7 @@ const (
 	// leaves a gap lock on uniq_request_id until the batch commits.
 	purgeLockSQL = `SELECT id, request_id FROM idempotency_record FORCE INDEX (uniq_request_id) WHERE request_id IN (%s)
  AND parent_key = '' AND updated_at < NOW(3) - INTERVAL ? MICROSECOND
- AND (status = 'FAILED_FINAL' OR (status = 'SUCCEEDED' AND finish NOT IN ('PENDING', 'FAILED')))
+ AND (status = 'FAILED_FINAL' OR (status = 'SUCCEEDED' AND ` + purgeableFinish + `))
  ORDER BY request_id FOR UPDATE`
 
 	// purgeStepsSQL reads the locked records' steps by idx_parent_key, and
