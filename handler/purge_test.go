@@ -159,8 +159,14 @@ func TestAKeyResentAfterPurgeIsAnsweredFromItsTombstone(t *testing.T) {
 				t.Fatalf("B reusing order-7, try %d: %d %s, model calls %d", try, r.Status, r.Body, rg.m.calls.Load())
 			}
 		}
-		if _, err := rg.p.ReplayKey(ctx, a.IdempotencyKey, handler.ReplayRequest{Reason: "r", Operator: "op"}, handler.Meta{}); !errors.Is(err, driver.ErrPurged) {
-			t.Fatalf("a replay of the purged key: %v", err)
+		for _, expired := range []bool{false, true} { // its input.json there, and gone: it is the tombstone that says why
+			if expired {
+				k, _ := ossresult.InputKey(a.IdempotencyKey)
+				expireObject(t, rg, k)
+			}
+			if _, err := rg.p.ReplayKey(ctx, a.IdempotencyKey, handler.ReplayRequest{Reason: "r", Operator: "op"}, handler.Meta{}); !errors.Is(err, driver.ErrPurged) {
+				t.Fatalf("a replay of the purged key (input expired: %v): %v", expired, err)
+			}
 		}
 		if after, err := store.Get(ctx, a.IdempotencyKey); err != nil || after.Fence != before.Fence || !after.UpdatedAt.Equal(before.UpdatedAt) ||
 			after.Status != before.Status || after.ResultRef != before.ResultRef {
