@@ -199,8 +199,8 @@ func newInputs() inputs {
 			Doc: "logstore the stack creates in LogProject, with the index and alerts of docs/operations.md; it names the alerts"},
 		alertActionPolicy: &Input{Param: "AlertActionPolicyId",
 			Doc: "SLS action policy the alerts notify through (Log Service → Alerts → Notification policies → Action policies)"},
-		expireDays: &Input{Param: "ObjectExpireDays", Default: Lit("30"), Number: true, MinValue: 2,
-			Doc: "days after which input.json and attempt outputs expire (approved results stay); replay --key needs input.json"},
+		expireDays: &Input{Env: "OBJECT_EXPIRE_DAYS", Param: "ObjectExpireDays", Default: Lit("30"), Number: true, MinValue: 2,
+			Doc: "days after which input.json and attempt outputs expire (approved results stay); replay --key needs input.json; purged keys keep a tombstone 2 days longer"},
 		notifyAllowedHosts: &Input{Env: "NOTIFY_ALLOWED_HOSTS", Param: "NotifyAllowedHosts", Default: Lit(""),
 			Doc: "hosts notify.url may name (docs/operations.md); empty = every notify refused"},
 		notifySigningSecret: &Input{Env: "NOTIFY_SIGNING_SECRET", Param: "NotifySigningSecret", Secret: true, Default: Lit(""),
@@ -260,6 +260,7 @@ func Idemgate() Stack {
 				{"LEASE_SECONDS", in.lease}, {"MAX_ATTEMPTS", in.maxAttempts},
 				{"NOTIFY_ALLOWED_HOSTS", in.notifyAllowedHosts}, {"NOTIFY_SIGNING_SECRET", in.notifySigningSecret},
 				{"RETENTION_DAYS", in.retentionDays}, {"STATS_RETENTION_DAYS", in.statsRetentionDays},
+				{"OBJECT_EXPIRE_DAYS", in.expireDays},
 				// The production marker: IDEMPOTENCY_DISABLED is refused here.
 				{"IDEMGATE_ENV", Lit("production")},
 			},

@@ -108,7 +108,7 @@ func readInput(ctx context.Context, rs ResultStore, k string) (storedInput, erro
 // output an earlier attempt saved (a worker that died after saving it), or
 // records the budget spent. It never runs a step.
 func (p *Pipeline) salvage(ctx context.Context, rs ResultStore, d keys.Derived, attempt int) (string, error) {
-	key, err := priorOutput(ctx, rs, d, attempt)
+	key, err := priorOutput(ctx, rs, d.Key, d, attempt)
 	switch {
 	case err != nil:
 		return "", err

@@ -101,7 +101,7 @@ func (in *StepInput) SaveOutput(ctx context.Context, out Output) (string, error)
 // leaves it behind, and the retry should use it instead of paying for the
 // model again.
 func (in *StepInput) PriorOutput(ctx context.Context) (string, bool, error) {
-	key, err := priorOutput(ctx, in.Results, in.payload, in.Attempt-1)
+	key, err := priorOutput(ctx, in.Results, in.Key, in.payload, in.Attempt-1)
 	return key, key != "", err
 }
 
@@ -109,9 +109,9 @@ func (in *StepInput) PriorOutput(ctx context.Context) (string, bool, error) {
 // this life of the key saved ("" when none): an output stamped with another
 // payload hash, or with none (written before outputs were stamped), may be a
 // previous life's, left in the bucket after the purge, and is passed over.
-func priorOutput(ctx context.Context, rs ResultStore, d keys.Derived, n int) (string, error) {
+func priorOutput(ctx context.Context, rs ResultStore, k string, d keys.Derived, n int) (string, error) {
 	for ; n >= 1; n-- {
-		key, err := ossresult.AttemptKey(d.Key, n)
+		key, err := ossresult.AttemptKey(k, n)
 		if err != nil {
 			return "", idempotency.Final("invalid_request", err)
 		}

@@ -119,7 +119,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 	a.Pipeline = &handler.Pipeline{Engine: a.Engine, Results: results, Model: model, Notify: notify.New(notify.Options{Timeout: 10 * time.Second,
 		Allow: cfg.NotifyAllowedHosts, SigningSecret: cfg.NotifySigningSecret}),
 		Tasks: handler.Builtin(), Log: log, KeyFallback: cfg.KeyFallback == "fingerprint",
-		Retention: handler.Retention{Records: cfg.Retention, Stats: cfg.StatsRetention}}
+		Retention: handler.Retention{Records: cfg.Retention, Stats: cfg.StatsRetention, Tombstones: cfg.TombstoneAge()}}
 	return a, nil
 }
 

@@ -32,8 +32,9 @@ var envDocs = []envDoc{
 	{"MAX_ATTEMPTS", "attempts before a retryable failure is final, 1 to 100 (default 3)"},
 	{"NOTIFY_ALLOWED_HOSTS", "hosts notify.url may name, comma-separated ([http://]host[:port][;private][;loopback]); unset: every notify refused"},
 	{"NOTIFY_SIGNING_SECRET", "HMAC key of the Idemgate-Signature header on every notify, at least 32 characters (unset: unsigned)"},
-	{"RETENTION_DAYS", "days a finished record stays after its last change, 8 to 3650 (default 30): the dedup window; a duplicate of a purged key runs again"},
+	{"RETENTION_DAYS", "days a finished record stays after its last change, 8 to 3650 (default 30); then its tombstone answers duplicates until its objects expired"},
 	{"STATS_RETENTION_DAYS", "days the per-minute stats stay, 1 to 3650 (default 30)"},
+	{"OBJECT_EXPIRE_DAYS", "days input.json and attempt outputs live (the bucket's lifecycle rule, default 30): a purged key keeps a tombstone 2 days longer"},
 	{"FC_CUSTOM_LISTEN_PORT", "port of the custom-runtime server (FC sets it; else FC_SERVER_PORT, else 9000)"},
 	{"FC_SERVER_PORT", "port of the custom-runtime server when FC_CUSTOM_LISTEN_PORT is unset"},
 	{"FC_RUNTIME_API", "set by FC's go1 runtime: serve through its runtime API instead of HTTP"},
@@ -50,7 +51,7 @@ var (
 	envResults = []string{"OSS_ENDPOINT", "OSS_BUCKET", "OSS_REGION", "ALIBABA_CLOUD_ACCESS_KEY_ID",
 		"ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN"}
 	envModel     = []string{"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS"}
-	envRetention = []string{"RETENTION_DAYS", "STATS_RETENTION_DAYS"}
+	envRetention = []string{"RETENTION_DAYS", "STATS_RETENTION_DAYS", "OBJECT_EXPIRE_DAYS"}
 	envPipeline  = join(envStore, envFast, envResults, envModel, []string{"LEASE_SECONDS", "MAX_ATTEMPTS",
 		"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "KEY_FALLBACK", "IDEMPOTENCY_DISABLED", "IDEMGATE_ENV",
 		"IDEMGATE_FAULT"}, envRetention)

@@ -51,6 +51,22 @@ type Config struct {
 	// (RETENTION_DAYS): the dedup window. StatsRetention: how long stats
 	// minutes stay (STATS_RETENTION_DAYS).
 	Retention, StatsRetention time.Duration
+	// ObjectExpiry is how long input.json and attempt outputs live
+	// (OBJECT_EXPIRE_DAYS: the bucket's lifecycle rule, ObjectExpireDays):
+	// a purged key's tombstone outlives them (TombstoneAge).
+	ObjectExpiry time.Duration
+}
+
+// TombstoneMargin is how much longer than its objects a purged key's
+// tombstone stays: OSS applies a lifecycle rule within a day or so of the
+// expiry, not at the second (docs/design.md §6).
+const TombstoneMargin = 2 * 24 * time.Hour
+
+// TombstoneAge is how long after its last change a purged key's tombstone
+// stays: the objects' lifetime plus TombstoneMargin, never less than the
+// records' retention.
+func (c Config) TombstoneAge() time.Duration {
+	return max(c.ObjectExpiry+TombstoneMargin, c.Retention)
 }
 
 // Variables lists every variable Load reads, for the deploy-file consistency
@@ -61,7 +77,7 @@ var Variables = []string{
 	"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS",
 	"DEDUP_TTL_SECONDS", "LEASE_SECONDS", "MAX_ATTEMPTS", "FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT",
 	"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "KEY_FALLBACK", "IDEMPOTENCY_DISABLED", "IDEMGATE_ENV",
-	"RETENTION_DAYS", "STATS_RETENTION_DAYS",
+	"RETENTION_DAYS", "STATS_RETENTION_DAYS", "OBJECT_EXPIRE_DAYS",
 }
 
 // Defaults.
@@ -86,6 +102,9 @@ const (
 	// DEDUP_TTL_SECONDS (300 s): a fast-layer entry outlives the purge of
 	// its record by those seconds at most.
 	MinRetentionDays = 8
+	// DefaultObjectExpireDays is OBJECT_EXPIRE_DAYS unset, as the deploy
+	// files' ObjectExpireDays.
+	DefaultObjectExpireDays = 30
 	// DefaultStatsRetentionDays is STATS_RETENTION_DAYS unset.
 	DefaultStatsRetentionDays = 30
 	maxDays                   = 3650
@@ -181,6 +200,7 @@ func (r *reader) numbers(c *Config) {
 	c.MaxAttempts = r.num("MAX_ATTEMPTS", 3, 1, 100)
 	c.Retention = time.Duration(r.num("RETENTION_DAYS", DefaultRetentionDays, MinRetentionDays, maxDays)) * 24 * time.Hour
 	c.StatsRetention = time.Duration(r.num("STATS_RETENTION_DAYS", DefaultStatsRetentionDays, 1, maxDays)) * 24 * time.Hour
+	c.ObjectExpiry = time.Duration(r.num("OBJECT_EXPIRE_DAYS", DefaultObjectExpireDays, 1, maxDays)) * 24 * time.Hour
 	c.ListenPort = r.num("FC_CUSTOM_LISTEN_PORT", 0, 1, 65535)
 	if c.ListenPort == 0 {
 		c.ListenPort = r.num("FC_SERVER_PORT", 9000, 1, 65535)
