@@ -70,6 +70,7 @@ var Unindexed = map[string]string{
 	"purged_steps":        "the daily purge line's count of step records deleted",
 	"purged_replays":      "the daily purge line's count of audit rows deleted",
 	"purged_stats":        "the daily purge line's count of stats rows deleted",
+	"purged_tombstones":   "the daily purge line's count of tombstones deleted (their objects' lifetime over)",
 	"more":                "on the purge line: its budget ran out with more due",
 	"batches":             "on the purge line: how many batches it ran",
 }
@@ -77,11 +78,14 @@ var Unindexed = map[string]string{
 // Messages of the lines the alerts read (handler/pipeline.go, handler/ops.go,
 // idempotency/engine.go).
 const (
-	MsgAnswered    = "task answered"
-	MsgFailed      = "task failed"
-	MsgFastLayer   = "fast layer unavailable, going on with the durable store alone"
-	MsgSweepDone   = "sweep done"
-	ErrorExhausted = driver.ExhaustedCode
+	MsgAnswered  = "task answered"
+	MsgFailed    = "task failed"
+	MsgFastLayer = "fast layer unavailable, going on with the durable store alone"
+	MsgSweepDone = "sweep done"
+	// MsgFinishFailed is the error-level line of a finish that failed FINAL
+	// (handler/finish.go): the result stands, unpublished or unnotified.
+	MsgFinishFailed = "finish failed"
+	ErrorExhausted  = driver.ExhaustedCode
 )
 
 func names(ds []idempotency.Decision) []string {
@@ -166,6 +170,11 @@ func Alerts() []Alert {
 		{Name: "attempts-exhausted", Title: "idemgate: attempts exhausted", Severity: 8,
 			Doc:    "A task's lease ran out on its last attempt (the worker died or timed out): it is FAILED_FINAL without a result.",
 			Query:  Query{Where: Filter{{"msg", []string{MsgFailed}}, {"errorType", []string{ErrorExhausted}}}},
+			Window: 5 * time.Minute, Op: ">=", Threshold: 1},
+		{Name: "finish-failed", Title: "idemgate: a finish failed FINAL", Severity: 8,
+			Doc: "A SUCCEEDED task's publish or notify failed FINAL (notify_rejected, notify_forbidden, result_conflict, " +
+				"objects_expired): its deliveries end in the dead-letter queue and the record stays until an operator acts.",
+			Query:  Query{Where: Filter{{"msg", []string{MsgFinishFailed}}}},
 			Window: 5 * time.Minute, Op: ">=", Threshold: 1},
 		{Name: "takeovers", Title: "idemgate: 10 or more lease takeovers in a minute", Severity: 6,
 			Doc:    "Claims that took over an earlier claim (TAKEOVER, REPEAT_SAME): workers dying, timing out or failing retryably.",
