@@ -2,12 +2,14 @@ package e2e_test
 
 // Trace context and retention on the real binary: a traceparent followed from
 // the event through the log lines, the model call and the notify POST to the
-// stored record; and the daily purge timer, after which a duplicate of the
-// purged key is a new action.
+// stored record; and the daily purge timer, whose tombstone answers a
+// duplicate of the purged key until its objects expired; after that it is a
+// new action.
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -137,11 +139,14 @@ func TestTraceContextEndToEnd(t *testing.T) {
 	}
 }
 
-// The purge timer deletes a finished task older than RETENTION_DAYS; the
-// same event afterwards is a new action: claimed FIRST, the model called
-// again. The fake model answers differently this time, so the re-run meets
-// the first run's create-once objects and ends result_conflict: the first
-// effective result stands (docs/operations.md, "The dedup window").
+// The purge timer retires a finished task older than RETENTION_DAYS to its
+// tombstone, which answers the same event without running it (issue 20 case
+// 2); once the tombstone is as old as the objects' lifetime and the margin
+// it goes, and the same event is a new action: claimed FIRST, the model
+// called again. The fake model answers differently this time, so the re-run
+// meets the first run's approved result and ends result_conflict, FINAL for
+// FC's retry too (a dead letter, not a second answer): the first effective
+// result stands (docs/operations.md, "The dedup window").
 func TestPurgeTimerEndToEnd(t *testing.T) {
 	d := newDrill(t, "REDIS_URL=") // without the fast layer, the next duplicate reaches the store at once
 	inst := start(t, d.env...)
@@ -171,7 +176,7 @@ func TestPurgeTimerEndToEnd(t *testing.T) {
 	var ins handler.Inspection
 	out, code := d.cli("inspect", "--key", keys[0])
 	if err := json.Unmarshal([]byte(out), &ins); code != 0 || err != nil ||
-		ins.DedupWindowEnds != ins.Record.UpdatedAt.Add(30*24*time.Hour).UTC().Format(time.RFC3339) {
+		ins.DedupWindowEnds != ins.Record.UpdatedAt.Add(32*24*time.Hour).UTC().Format(time.RFC3339) {
 		t.Fatalf("inspect: exit %d, %v, dedup_window_ends %q", code, err, ins.DedupWindowEnds)
 	}
 
@@ -192,16 +197,34 @@ func TestPurgeTimerEndToEnd(t *testing.T) {
 		t.Fatalf("no purge line with its counts in %v", lines)
 	}
 	keysKnown(t, lines)
-	if _, code := d.cli("inspect", "--key", keys[0]); code != 3 {
-		t.Fatalf("inspect of the purged key: exit %d", code)
+	if out, code := d.cli("inspect", "--key", keys[0]); code != 0 || !strings.Contains(out, `"tombstone": true`) {
+		t.Fatalf("inspect of the purged key: exit %d\n%s", code, out)
 	}
 	if _, code := d.cli("inspect", "--key", keys[1]); code != 0 {
 		t.Fatalf("inspect of the young key: exit %d", code)
 	}
-
 	m := inst.invoke(t, old, "fc-"+nonce(), nil).json(t)
-	if m["decision"] != "FIRST" || d.llm.Calls(keys[0]) != 2 || m["errorType"] != "result_conflict" {
-		t.Fatalf("the purged key's event again: %v (model calls %d)", m, d.llm.Calls(keys[0]))
+	if m["decision"] != "REPEAT_DONE" || m["status"] != "SUCCEEDED" || d.llm.Calls(keys[0]) != 1 {
+		t.Fatalf("the purged key's event, answered by its tombstone: %v (model calls %d)", m, d.llm.Calls(keys[0]))
+	}
+
+	if _, err := d.store.DB().ExecContext(context.Background(), `UPDATE idempotency_record
+ SET updated_at = updated_at - INTERVAL 2 DAY WHERE request_id = ?`, keys[0]); err != nil {
+		t.Fatal(err)
+	}
+	if a := inst.invoke(t, timer, "fc-purge-"+nonce(), nil); a.status != 200 || json.Unmarshal(a.body, &rep) != nil || rep.Tombstones != 1 {
+		t.Fatalf("purge timer, the tombstone's age over: %d %s", a.status, a.body)
+	}
+	if _, code := d.cli("inspect", "--key", keys[0]); code != 3 {
+		t.Fatalf("inspect of the key whose tombstone went: exit %d", code)
+	}
+	fcID := "fc-" + nonce()
+	for try := range 2 {
+		a := inst.invoke(t, old, fcID, map[string]string{"x-fc-retry-count": fmt.Sprint(try)})
+		m := a.json(t)
+		if a.status != 404 || m["errorType"] != "result_conflict" || d.llm.Calls(keys[0]) != 2 {
+			t.Fatalf("the event after the window, try %d: %d %v (model calls %d)", try, a.status, m, d.llm.Calls(keys[0]))
+		}
 	}
 	if text, _ := d.approved(keys[0]); text != first || !strings.Contains(first, "summary") {
 		t.Fatalf("the approved result changed: %q → %q", first, text)
