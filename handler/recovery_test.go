@@ -461,10 +461,16 @@ func TestSweeperEndsAStoredInputItCannotPrepare(t *testing.T) {
 
 // refusingNotifier is a receiver that refuses every POST FINAL, as a 410
 // does (notify_rejected).
-type refusingNotifier struct{ posts atomic.Int32 }
+type refusingNotifier struct {
+	posts  atomic.Int32
+	accept atomic.Bool // the receiver fixed
+}
 
 func (n *refusingNotifier) Post(context.Context, string, string, string, []byte) error {
 	n.posts.Add(1)
+	if n.accept.Load() {
+		return nil
+	}
 	return idempotency.Final("notify_rejected", errors.New("the receiver answered 410"))
 }
 
@@ -526,6 +532,16 @@ func TestAFinalFinishFailureReachesTheDeadLetterQueue(t *testing.T) {
 				rec, err := store.Get(ctx, derive(t, data).Key)
 				if err != nil || rec.Tombstone || rec.Finish != driver.FinishFailed || rec.LastErrorCode != "notify_rejected" {
 					t.Fatalf("after the purge: %+v %v", rec, err)
+				}
+				// The receiver fixed, a replay completes the finish: the
+				// answers the fast layer and the cache held are gone with it.
+				n.accept.Store(true)
+				if o, err := rg.p.ReplayKey(ctx, rec.Key, handler.ReplayRequest{Reason: "receiver fixed", Operator: "op"}, handler.Meta{}); err != nil || o.ErrorType != "" {
+					t.Fatalf("replay: %+v %v", o, err)
+				}
+				r := rg.p.Handle(ctx, body, handler.Meta{RequestID: "r9", RetryCount: 0})
+				if o := outcome(t, r); r.Status != 200 || o.Decision != "REPEAT_DONE" || n.posts.Load() != 2 {
+					t.Fatalf("a delivery after the replay: %d %s, %d POSTs", r.Status, r.Body, n.posts.Load())
 				}
 			})
 		})

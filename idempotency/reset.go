@@ -45,6 +45,12 @@ func (e *Engine) Reset(ctx context.Context, key string, rp driver.Replay) (prior
 	if after.Status == driver.StatusReceived && after.Fence != prior.Fence {
 		e.republish(ctx, after)
 	}
+	if prior.FailedFinish() && !after.FailedFinish() {
+		// The fast layer and the cache may hold the failed finish, which
+		// they would answer FINAL after the replay completed it.
+		e.cache.forget(key)
+		e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, key) })
+	}
 	return prior, after, nil
 }
 

@@ -29,7 +29,7 @@ func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) 
 			if err := json.Unmarshal(v, &r); err != nil || r.ParentKey != "" {
 				return nil
 			}
-			if due(r, now, grace) {
+			if !r.Tombstone && due(r, now, grace) { // nothing to take up in a tombstone, nor in a malformed one
 				out = append(out, r)
 			}
 			return nil

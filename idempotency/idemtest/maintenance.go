@@ -576,6 +576,11 @@ func RunMalformedTombstone(t *testing.T, s driver.Maintainer, corrupt func(t *te
 	if _, _, err := s.Reset(ctx, k, driver.Replay{Reason: "r", Operator: "op", Source: "key"}); !errors.Is(err, driver.ErrMalformedTombstone) {
 		t.Fatalf("reset: %v, want ErrMalformedTombstone", err)
 	}
+	for _, r := range candidates(t, s) {
+		if r.Key == k {
+			t.Fatal("the sweeper lists a malformed tombstone: it would head every sweep")
+		}
+	}
 	if _, err := s.Purge(ctx, driver.PurgeRequest{OlderThan: time.Millisecond, TombstonesOlderThan: time.Millisecond}); err != nil {
 		t.Fatalf("purge beside a malformed tombstone: %v", err)
 	}
