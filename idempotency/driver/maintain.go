@@ -29,16 +29,20 @@ type Maintainer interface {
 	Reset(ctx context.Context, key string, rp Replay) (prior, after Record, err error)
 	Replays(ctx context.Context, key string) ([]Replay, error)
 	Stats(ctx context.Context, since time.Time) ([]StatRow, error)
-	// Purge deletes, in one bounded batch, what outlived its retention: up
-	// to r.Limit task records that are [Purgeable] and unchanged, like each
-	// of their step records, for r.OlderThan by the store's clock, together
-	// with those step records and the audit rows of their replays that are
-	// as old; up to r.Limit audit rows as old whose key has no record; up to
-	// r.Limit stats rows older than r.StatsOlderThan. A record that is not
-	// purgeable, or changed within r.OlderThan, is never deleted, also when
+	// Purge retires and deletes, in one bounded batch, what outlived its
+	// retention: up to r.Limit task records that are [Purgeable] and
+	// unchanged, like each of their step records, for r.OlderThan by the
+	// store's clock are turned into their tombstones ([Retire]), their step
+	// records and the audit rows of their replays as old deleted; up to
+	// r.Limit tombstones unchanged for r.TombstonesOlderThan are deleted; up
+	// to r.Limit audit rows as old whose key has no record; up to r.Limit
+	// stats rows older than r.StatsOlderThan. A record that is not
+	// purgeable, or changed within r.OlderThan, is never touched, also when
 	// it changes while the purge runs; traffic and other purges may run at
-	// the same time. A duplicate of a purged key is a new action: the purge
-	// ends the key's dedup window.
+	// the same time. A tombstone answers duplicates as its record did (claims
+	// decide on it with [Decide]) and refuses resets ([ErrPurged]); only once
+	// it is deleted is a duplicate of the key a new action (docs/design.md
+	// §6, "Retention").
 	Purge(ctx context.Context, r PurgeRequest) (PurgeReport, error)
 }
 

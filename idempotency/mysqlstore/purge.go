@@ -13,16 +13,19 @@ import (
 
 // The purge's statements and the index each one uses (purge_test.go checks
 // them with EXPLAIN on a seeded table). Rows are found by an index, never a
-// scan, and deleted by primary key, in one short transaction per batch that
+// scan, and retired or deleted by primary key (tombstones by their range of
+// idx_status_updated), in one short transaction per batch that
 // locks the records it deletes the way claims and replays lock them: by
 // uniq_request_id, then the row, so that neither waits on the other in the
 // opposite order. No locking statement has a subquery (InnoDB would lock its
 // rows too).
+
 // purgeableFinish is the finish a SUCCEEDED record a purge may retire has
 // (driver.Purgeable): none pending (work to do), none failed (an operator
 // must see it first).
 const purgeableFinish = `finish NOT IN ('PENDING', 'FAILED')`
 
+// The statements (see above).
 const (
 	// purgeCandidatesSQL lists the oldest purgeable records, a snapshot read:
 	// one range of idx_status_updated (status, updated_at) per terminal

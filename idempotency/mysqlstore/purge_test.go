@@ -79,6 +79,7 @@ func TestPurgeStatementsUseTheirIndexes(t *testing.T) {
 	seedRecords(t, db, 1500, seeded{status: "SUCCEEDED", finish: "DONE", ageDays: 1, steps: 1})
 	seedRecords(t, db, 300, seeded{status: "FAILED_FINAL", ageDays: 40, audit: true})
 	seedRecords(t, db, 300, seeded{status: "RUNNING", ageDays: 0, steps: 1})
+	seedRecords(t, db, 300, seeded{status: "TOMB_SUCCEEDED", ageDays: 40})
 	if _, err := db.Exec(`INSERT INTO idempotency_stats (minute, name, count)
  SELECT DATE_SUB(UTC_TIMESTAMP(), INTERVAL seq MINUTE) - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND, 'first', 1
  FROM (SELECT a.n * 100 + b.n * 10 + c.n AS seq FROM
