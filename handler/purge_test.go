@@ -1,7 +1,6 @@
 package handler_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/idemgate/idemgate/handler/llm"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/internal/dev/proc"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
@@ -234,7 +233,7 @@ func TestAPendingFinishWhoseObjectsExpiredEnds(t *testing.T) {
 	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		ctx := context.Background()
 		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(200*time.Millisecond))
-		logs := &lockedBuffer{}
+		logs := &proc.Buffer{}
 		rg.p.Log = slog.New(slog.NewJSONHandler(logs, nil))
 		n := &notifier{}
 		n.fail.Store(1000) // the receiver is down: the finish stays pending
@@ -255,7 +254,7 @@ func TestAPendingFinishWhoseObjectsExpiredEnds(t *testing.T) {
 		if err != nil || rec.Finish != driver.FinishFailed || rec.LastErrorCode != "objects_expired" {
 			t.Fatalf("record %+v %v", rec, err)
 		}
-		if !logs.has(`"level":"ERROR"`, `"errorType":"objects_expired"`) {
+		if !hasLine(logs.String(), `"level":"ERROR"`, `"errorType":"objects_expired"`) {
 			t.Fatalf("no error-level line for the alert:\n%s", logs.String())
 		}
 		if rep, err := rg.p.Sweep(ctx, handler.Meta{}, handler.SweepOptions{}); err != nil || rep.Scanned != 0 {
@@ -275,32 +274,14 @@ func TestAPendingFinishWhoseObjectsExpiredEnds(t *testing.T) {
 	})
 }
 
-// lockedBuffer is a log sink for one test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// has reports whether one line holds every part.
-func (l *lockedBuffer) has(parts ...string) bool {
-	for _, line := range strings.Split(l.String(), "\n") {
-		ok := true
+// hasLine reports whether one line of logs holds every part.
+func hasLine(logs string, parts ...string) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		ok := line != ""
 		for _, p := range parts {
 			ok = ok && strings.Contains(line, p)
 		}
-		if ok && line != "" {
+		if ok {
 			return true
 		}
 	}
