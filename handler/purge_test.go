@@ -287,3 +287,28 @@ func hasLine(logs string, parts ...string) bool {
 	}
 	return false
 }
+
+// Issue 20, case 1, the sweeper's side: B's delivery reusing order-7 claimed
+// and died before saving its input, after A's tombstone went while A's
+// input.json stayed. The sweeper must not re-drive A's input under B's
+// record: it records FAILED_FINAL foreign_objects, with no model call.
+func TestTheSweeperNeverRedrivesAPreviousLifesInput(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		ctx := context.Background()
+		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(200*time.Millisecond))
+		a := outcome(t, rg.p.Handle(ctx, taskBody("ev-a", orderData("document A"), ""), handler.Meta{RequestID: "ra"}))
+		purgeAged(t, rg, handler.Retention{Records: 300 * time.Millisecond, Tombstones: 300 * time.Millisecond})
+		b := derive(t, orderData("document B"))
+		if _, l, err := rg.p.Engine.Claim(ctx, idempotency.ClaimRequest{Key: b.Key, PayloadHash: b.PayloadHash, Owner: "rb", Try: 0}); err != nil || l == nil {
+			t.Fatalf("B's claim: %v", err)
+		} // … and B's instance dies before saving its input.json.
+		time.Sleep(250 * time.Millisecond)
+		rep, err := rg.p.Sweep(ctx, handler.Meta{}, handler.SweepOptions{})
+		if err != nil || len(rep.Results) != 1 || rep.Results[0].ErrorType != "foreign_objects" || rep.Results[0].ResultRef == a.ResultRef {
+			t.Fatalf("sweep: %+v %v", rep, err)
+		}
+		if rec, _ := store.Get(ctx, b.Key); rec.Status != driver.StatusFailedFinal || rec.LastErrorCode != "foreign_objects" || rg.m.calls.Load() != 1 {
+			t.Fatalf("B's record %s %s, model calls %d", rec.Status, rec.LastErrorCode, rg.m.calls.Load())
+		}
+	})
+}
