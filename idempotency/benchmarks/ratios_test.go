@@ -1,0 +1,235 @@
+package benchmarks
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/driver"
+)
+
+// BenchmarkRatios measures the goals of issue #24 in one run, as ratios of
+// throughputs at concurrency 32: every phase runs for one slice of time per
+// round, the rounds alternate the phases' order (forwards, backwards), and
+// each ratio is the median (min–max) of its per-round values, so that drift
+// in a shared machine's load hits the compared phases alike. It prints the
+// ratios and never fails on a figure: on a shared machine they are noisy.
+// It times itself (b.N is not used); run it once:
+//
+//	go test -run '^$' -bench Ratios -benchtime 1x ./idempotency/benchmarks/ [-ratios.rounds 10 -ratios.slice 1s]
+func BenchmarkRatios(b *testing.B) {
+	r := setup(b)
+	db := r.store.DB()
+	mysqlOnly := idempotency.New(r.store, idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	emb, embKey := embeddedDuplicate(b)
+	phases := []phase{
+		{"first-redis+mysql", func(ctx context.Context) error { return firstDelivery(ctx, r.eng) }},
+		{"first-mysql", func(ctx context.Context) error { return firstDelivery(ctx, mysqlOnly) }},
+		{"raw-insert+update", func(context.Context) error { rawInsertUpdate(b, db, newKey()); return nil }},
+		{"dup-redis", duplicateOf(b, r.eng, "redis")},
+		{"raw-evalsha", evalsha(r)},
+		{"dup-embedded", duplicateOf(b, emb, "embedded")},
+		{"dup-embedded-write-tx", writeTxDuplicate(emb.Store().(*boltstore.Store), embKey)},
+	}
+	ratios := []ratio{
+		{"first-redis+mysql", "first-mysql", "redis/mysql", "≥ 0.95"},
+		{"first-redis+mysql", "raw-insert+update", "redis/raw", "≥ 0.8"},
+		{"first-mysql", "raw-insert+update", "mysql/raw", "≥ 0.85"},
+		{"dup-redis", "raw-evalsha", "dup-redis/evalsha", "no lower than before"},
+		{"dup-embedded", "dup-embedded-write-tx", "dup-embedded/write-tx", "≥ 5"},
+	}
+	tput := measure(b, phases, *ratioRounds, *ratioSlice)
+	// At most 10 lines: go test cuts a benchmark's log there.
+	b.Logf("%d rounds of %s per phase, c = %d; ratios of throughput, median (min–max):", *ratioRounds, *ratioSlice, concurrency)
+	for _, q := range ratios {
+		lo, med, hi := q.of(phases, tput)
+		b.ReportMetric(med, q.unit)
+		b.Logf("  %-42s %.3f (%.3f–%.3f)  goal %s", q.num+" / "+q.den, med, lo, hi, q.goal)
+	}
+	var abs []string
+	for i, p := range phases {
+		_, med, _ := median(tput[i])
+		abs = append(abs, fmt.Sprintf("%s %.0f", p.name, med))
+	}
+	b.Logf("ops/s (this machine only): %s", strings.Join(abs, ", "))
+	b.ReportMetric(0, "ns/op") // the ratios above are the measurement
+}
+
+// concurrency is the issue's: the load test's c = 32.
+const concurrency = 32
+
+var (
+	ratioRounds = flag.Int("ratios.rounds", 6, "BenchmarkRatios: rounds (each phase once per round)")
+	ratioSlice  = flag.Duration("ratios.slice", 300*time.Millisecond, "BenchmarkRatios: how long each phase runs per round")
+)
+
+type phase struct {
+	name string
+	op   func(context.Context) error
+}
+
+// ratio is a quotient of two phases' throughputs.
+type ratio struct{ num, den, unit, goal string }
+
+func (q ratio) of(phases []phase, tput [][]float64) (lo, med, hi float64) {
+	at := func(name string) []float64 {
+		return tput[slices.IndexFunc(phases, func(p phase) bool { return p.name == name })]
+	}
+	n, d := at(q.num), at(q.den)
+	per := make([]float64, len(n))
+	for i := range n {
+		per[i] = n[i] / d[i]
+	}
+	return median(per)
+}
+
+// measure runs rounds of every phase, each for d on concurrency goroutines,
+// in alternating order, and returns each phase's throughput per round
+// (ops/s), indexed by phase then round.
+func measure(b *testing.B, phases []phase, rounds int, d time.Duration) [][]float64 {
+	tput := make([][]float64, len(phases))
+	b.ResetTimer()
+	for round := range rounds {
+		order := make([]int, len(phases))
+		for i := range order {
+			order[i] = i
+		}
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, i := range order {
+			tput[i] = append(tput[i], slice(b, phases[i], d))
+		}
+	}
+	b.StopTimer()
+	return tput
+}
+
+// slice runs p on concurrency goroutines for d; ops/s (the operations
+// under way at d finish and count).
+func slice(b *testing.B, p phase, d time.Duration) float64 {
+	ctx := context.Background()
+	var ops atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(d)
+	for range concurrency {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				if err := p.op(ctx); err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+				ops.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatalf("%s: %v", p.name, err)
+	}
+	return float64(ops.Load()) / el.Seconds()
+}
+
+// median returns the min, median and max of v.
+func median(v []float64) (lo, med, hi float64) {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + m) / 2
+	}
+	return s[0], m, s[len(s)-1]
+}
+
+// firstDelivery is a first delivery through the engine: Claim of a new key
+// and its Complete.
+func firstDelivery(ctx context.Context, e *idempotency.Engine) error {
+	res, l, err := e.Claim(ctx, idempotency.ClaimRequest{Key: newKey(), Owner: "bench", PayloadHash: "ph"})
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		return fmt.Errorf("first delivery answered %s", res.Decision)
+	}
+	return l.Complete(ctx, "ref")
+}
+
+// duplicateOf finishes a key on e and returns a duplicate of it, which
+// source must answer.
+func duplicateOf(b *testing.B, e *idempotency.Engine, source string) func(context.Context) error {
+	key := finished(b, e)
+	return func(ctx context.Context) error {
+		res, l, err := e.Claim(ctx, idempotency.ClaimRequest{Key: key, Owner: "dup", PayloadHash: "ph"})
+		if err == nil && (l != nil || res.Source != source || res.Decision != idempotency.DecisionRepeatDone) {
+			err = fmt.Errorf("duplicate not answered REPEAT_DONE by %s: %+v", source, res)
+		}
+		return err
+	}
+}
+
+func finished(b *testing.B, e *idempotency.Engine) string {
+	key := newKey()
+	if _, err := e.Do(context.Background(), idempotency.ClaimRequest{Key: key, Owner: "bench", PayloadHash: "ph"},
+		func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
+		b.Fatal(err)
+	}
+	return key
+}
+
+// evalsha is the Redis floor: one set-if-absent EVALSHA of a present key.
+func evalsha(r rig) func(context.Context) error {
+	key := "bench:raw:" + newKey()
+	b := r.rdb
+	return func(ctx context.Context) error {
+		return setIfAbsent.Run(ctx, b, []string{key}, "x", 300000).Err()
+	}
+}
+
+// embeddedDuplicate opens an engine on a fresh embedded store (no fast
+// layer) and finishes one key there.
+func embeddedDuplicate(b *testing.B) (*idempotency.Engine, string) {
+	s, err := boltstore.Open(b.TempDir(), time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	e := idempotency.New(s, idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	return e, finished(b, e)
+}
+
+// writeTxDuplicate is how the embedded store answered a duplicate before
+// issue #24, without the engine around it: the record read and decided in a
+// write transaction, which bbolt serialises and commits (with an fsync) even
+// when it wrote nothing.
+func writeTxDuplicate(s *boltstore.Store, key string) func(context.Context) error {
+	req := driver.ClaimRequest{Key: key, Owner: "dup", PayloadHash: "ph", Lease: idempotency.DefaultLease,
+		MaxAttempts: idempotency.DefaultMaxAttempts}
+	return func(context.Context) error {
+		return s.DB().Update(func(tx *bolt.Tx) error {
+			var rec driver.Record
+			if err := json.Unmarshal(tx.Bucket([]byte("idempotency_record")).Get([]byte(key)), &rec); err != nil {
+				return err
+			}
+			if d, _ := driver.Decide(rec, req, time.Now()); d != driver.DecisionRepeatDone {
+				return fmt.Errorf("write-tx duplicate decided %s", d)
+			}
+			return nil
+		})
+	}
+}
