@@ -117,14 +117,45 @@ func (s *Store) Get(ctx context.Context, key string) (driver.Record, error) {
 	return r, err
 }
 
-// Claim inserts or decides a takeover inside one write transaction.
+// Claim inserts or decides a takeover inside one write transaction. A claim
+// that writes nothing (a terminal record, another owner's live lease, another
+// payload: most duplicates) is answered from a read transaction first, which
+// bbolt runs beside others and ends without a commit or an fsync; a committed
+// state read there is the state at that point, as the write transaction
+// would have seen it. Any other claim decides again in the write transaction.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	if res, ok, err := s.peek(ctx, req); err != nil || ok {
+		return res, err
+	}
 	var res driver.ClaimResult
 	err := s.update(ctx, func(b *bolt.Bucket) (err error) {
 		res, err = claim(b, req, s.now())
 		return err
 	})
 	return res, err
+}
+
+// peek decides req on the committed record in a read transaction; ok is
+// false when the claim must write (no record yet, or a takeover).
+func (s *Store) peek(ctx context.Context, req driver.ClaimRequest) (res driver.ClaimResult, ok bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return res, false, err
+	}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		rec, err := get(tx.Bucket(records), req.Key)
+		if errors.Is(err, driver.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if d, act := driver.Decide(rec, req, now); act == driver.ActNone {
+			res, ok = answer(d, act, rec, now), true
+		}
+		return nil
+	})
+	return res, ok, err
 }
 
 func claim(b *bolt.Bucket, req driver.ClaimRequest, now time.Time) (driver.ClaimResult, error) {
@@ -144,11 +175,16 @@ func claim(b *bolt.Bucket, req driver.ClaimRequest, now time.Time) (driver.Claim
 			return driver.ClaimResult{}, err
 		}
 	}
+	return answer(d, act, rec, now), nil
+}
+
+// answer is the result of decision d (and act) on rec as it now stands.
+func answer(d driver.Decision, act driver.Action, rec driver.Record, now time.Time) driver.ClaimResult {
 	res := driver.ClaimResult{Decision: d, Record: rec, Source: "embedded", Salvage: act == driver.ActSalvage}
 	if rec.Status == driver.StatusRunning && rec.LeaseUntil.After(now) {
 		res.LeaseLeft = rec.LeaseUntil.Sub(now)
 	}
-	return res, nil
+	return res
 }
 
 func (s *Store) update(ctx context.Context, fn func(b *bolt.Bucket) error) error {

@@ -104,3 +104,51 @@ func TestMalformedTombstoneEmbedded(t *testing.T) {
 		}
 	})
 }
+
+// A claim that writes nothing commits nothing (issue #24): the duplicates of
+// a finished key, another owner's live lease and another payload are
+// answered from read transactions, while a first claim and a takeover still
+// commit. bbolt counts the pages every commit writes, a commit of nothing
+// included (its meta page).
+func TestClaimsThatWriteNothingCommitNothing(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	e := idempotency.New(s)
+	done, live := idemtest.NewKey(), idemtest.NewKey()
+	if _, err := e.Do(ctx, idempotency.ClaimRequest{Key: done, Owner: "a", PayloadHash: "ph"},
+		func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, l, err := e.Claim(ctx, idempotency.ClaimRequest{Key: live, Owner: "a", PayloadHash: "ph",
+		Lease: 300 * time.Millisecond}); err != nil || l == nil {
+		t.Fatal(err)
+	}
+	writes := func() int64 { st := s.DB().Stats(); return st.TxStats.GetWrite() }
+	cases := []struct {
+		name  string
+		req   idempotency.ClaimRequest
+		want  idempotency.Decision
+		write bool
+	}{
+		{"duplicate of a finished key", idempotency.ClaimRequest{Key: done, Owner: "b", PayloadHash: "ph"}, idempotency.DecisionRepeatDone, false},
+		{"another payload", idempotency.ClaimRequest{Key: done, Owner: "b", PayloadHash: "other"}, idempotency.DecisionPayloadMismatch, false},
+		{"another owner's live lease", idempotency.ClaimRequest{Key: live, Owner: "b", PayloadHash: "ph"}, idempotency.DecisionRepeatOther, false},
+		{"first claim", idempotency.ClaimRequest{Key: idemtest.NewKey(), Owner: "b", PayloadHash: "ph"}, idempotency.DecisionFirst, true},
+		{"takeover of the expired lease", idempotency.ClaimRequest{Key: live, Owner: "c", PayloadHash: "ph"}, idempotency.DecisionTakeover, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.want == idempotency.DecisionTakeover {
+				time.Sleep(400 * time.Millisecond) // the live lease runs out
+			}
+			before := writes()
+			res, _, err := e.Claim(ctx, c.req)
+			if err != nil || res.Decision != c.want {
+				t.Fatalf("decision %s (%v), want %s", res.Decision, err, c.want)
+			}
+			if wrote := writes() > before; wrote != c.write {
+				t.Fatalf("committed pages: %t, want %t", wrote, c.write)
+			}
+		})
+	}
+}
