@@ -3,10 +3,12 @@ package benchmarks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,11 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
 )
 
 // BenchmarkRatios measures the goals of issue #24 in one run, as ratios of
@@ -34,12 +38,15 @@ func BenchmarkRatios(b *testing.B) {
 	r := setup(b)
 	db := r.store.DB()
 	mysqlOnly := idempotency.New(r.store, idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	today := plainEngine(b, r)
 	emb, embKey := embeddedDuplicate(b)
 	phases := []phase{
 		{"first-redis+mysql", func(ctx context.Context) error { return firstDelivery(ctx, r.eng) }},
 		{"first-mysql", func(ctx context.Context) error { return firstDelivery(ctx, mysqlOnly) }},
+		{"first-redis+mysql-unpipelined", func(ctx context.Context) error { return firstDelivery(ctx, today) }},
 		{"raw-insert+update", func(context.Context) error { rawInsertUpdate(b, db, newKey()); return nil }},
 		{"dup-redis", duplicateOf(b, r.eng, "redis")},
+		{"dup-redis-unpipelined", duplicateOf(b, today, "redis")},
 		{"raw-evalsha", evalsha(r)},
 		{"dup-embedded", duplicateOf(b, emb, "embedded")},
 		{"dup-embedded-write-tx", writeTxDuplicate(emb.Store().(*boltstore.Store), embKey)},
@@ -48,11 +55,18 @@ func BenchmarkRatios(b *testing.B) {
 		{"first-redis+mysql", "first-mysql", "redis/mysql", "≥ 0.95"},
 		{"first-redis+mysql", "raw-insert+update", "redis/raw", "≥ 0.8"},
 		{"first-mysql", "raw-insert+update", "mysql/raw", "≥ 0.85"},
-		{"dup-redis", "raw-evalsha", "dup-redis/evalsha", "no lower than before"},
+		{"first-redis+mysql", "first-redis+mysql-unpipelined", "redis/unpipelined", "≥ 1 (not slower than before)"},
+		{"dup-redis", "dup-redis-unpipelined", "dup-redis/unpipelined", "≥ 1 (not slower than before)"},
+		{"dup-redis", "raw-evalsha", "dup-redis/evalsha", "(the floor)"},
 		{"dup-embedded", "dup-embedded-write-tx", "dup-embedded/write-tx", "≥ 5"},
 	}
+	if *ratioPhases != "" {
+		re := regexp.MustCompile(*ratioPhases)
+		phases = slices.DeleteFunc(phases, func(p phase) bool { return !re.MatchString(p.name) })
+		ratios = slices.DeleteFunc(ratios, func(q ratio) bool { return !re.MatchString(q.num) || !re.MatchString(q.den) })
+	}
 	tput := measure(b, phases, *ratioRounds, *ratioSlice)
-	// At most 10 lines: go test cuts a benchmark's log there.
+	// At most 10 lines: go test cuts a benchmark's log there (the ops/s on one).
 	b.Logf("%d rounds of %s per phase, c = %d; ratios of throughput, median (min–max):", *ratioRounds, *ratioSlice, concurrency)
 	for _, q := range ratios {
 		lo, med, hi := q.of(phases, tput)
@@ -73,6 +87,7 @@ const concurrency = 32
 
 var (
 	ratioRounds = flag.Int("ratios.rounds", 6, "BenchmarkRatios: rounds (each phase once per round)")
+	ratioPhases = flag.String("ratios.phases", "", "BenchmarkRatios: run only the phases this regexp matches")
 	ratioSlice  = flag.Duration("ratios.slice", 300*time.Millisecond, "BenchmarkRatios: how long each phase runs per round")
 )
 
@@ -232,4 +247,22 @@ func writeTxDuplicate(s *boltstore.Store, key string) func(context.Context) erro
 			return nil
 		})
 	}
+}
+
+// plainEngine is the Redis+MySQL engine as it was before issue #24: its fast
+// layer on the client itself, one round trip per script (the client below
+// has no autopipeliner to offer).
+func plainEngine(b *testing.B, r rig) *idempotency.Engine {
+	fast, err := redisfast.New(unpipelined{r.rdb}, redisfast.MaxTTL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return idempotency.New(r.store, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(time.Second),
+		idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+}
+
+type unpipelined struct{ redis.UniversalClient }
+
+func (unpipelined) AsyncAutoPipeline() (*redis.AutoPipeliner, error) {
+	return nil, errors.New("no autopipeliner")
 }

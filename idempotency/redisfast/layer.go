@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,7 +27,7 @@ const MaxTTL = 300 * time.Second
 // owner's try, uc 1 while the owner's claim is registered here but not yet
 // confirmed by the Store (set by a claim, cleared by a publish).
 // The claim script answers an explicit verdict string, never nil.
-var claimScript = redis.NewScript(`
+var claimScript = newScript(`
 -- Redis before 5.0 refuses a write after TIME unless the script replicates
 -- its effects rather than itself (from 5.0 on, that is the default and the
 -- call is a no-op; it is skipped where it no longer exists).
@@ -70,7 +71,7 @@ return {'STALE'}
 // publishScript mirrors a committed record. It refuses to go back: an entry
 // with a higher fence, a terminal entry at the same fence, or a failed entry
 // against a RUNNING of the same fence, stays.
-var publishScript = redis.NewScript(`
+var publishScript = newScript(`
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -92,7 +93,7 @@ return 'SET'
 `)
 
 // releaseScript drops a claim that the durable store never confirmed (fence 0).
-var releaseScript = redis.NewScript(`
+var releaseScript = newScript(`
 local h = redis.call('HMGET', KEYS[1], 'ow', 'fe')
 if h[1] == ARGV[1] and tonumber(h[2] or '0') == 0 then
   redis.call('DEL', KEYS[1])
@@ -104,7 +105,11 @@ return 'KEPT'
 // Layer implements driver.FastLayer.
 type Layer struct {
 	rdb redis.UniversalClient
+	ap  *redis.AutoPipeliner // nil when rdb has none (see New)
 	ttl time.Duration
+	// calls is the number of script calls under way: one alone takes the
+	// plain round trip, which the autopipeliner's hand-off would only slow.
+	calls atomic.Int64
 }
 
 var _ driver.FastLayer = (*Layer)(nil)
@@ -116,7 +121,11 @@ func New(rdb redis.UniversalClient, ttl time.Duration) (*Layer, error) {
 	if ttl <= 0 || ttl > MaxTTL {
 		return nil, fmt.Errorf("redisfast: ttl %s out of (0, %s]", ttl, MaxTTL)
 	}
-	return &Layer{rdb: rdb, ttl: ttl}, nil
+	l := &Layer{rdb: rdb, ttl: ttl}
+	if ap, err := rdb.AsyncAutoPipeline(); err == nil {
+		l.ap = ap
+	}
+	return l, nil
 }
 
 // Key is the Redis key of K, hash-tagged so that Cluster keeps it on one slot.
@@ -124,7 +133,7 @@ func Key(k string) string { return "idem:{" + k + "}" }
 
 // Claim runs the claim script.
 func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (driver.FastAnswer, error) {
-	vals, err := claimScript.Run(ctx, l.rdb, []string{Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds(), try).StringSlice()
+	vals, err := l.run(ctx, claimScript, []string{Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds(), try).StringSlice()
 	if err != nil {
 		return driver.FastAnswer{}, fmt.Errorf("redis claim: %w", err)
 	}
@@ -156,7 +165,7 @@ func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHa
 
 // Publish mirrors a committed record with CAS on its fence.
 func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.Duration) error {
-	err := publishScript.Run(ctx, l.rdb, []string{Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
+	err := l.run(ctx, publishScript, []string{Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
 		rec.LeaseOwner, rec.PayloadHash, leaseLeft.Milliseconds(), rec.ResultRef, rec.LastErrorCode, rec.LastError,
 		l.ttl.Milliseconds(), rec.LeaseTry).Err()
 	if err != nil {
@@ -167,7 +176,7 @@ func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.D
 
 // Release drops owner's unconfirmed claim.
 func (l *Layer) Release(ctx context.Context, key, owner string) error {
-	if err := releaseScript.Run(ctx, l.rdb, []string{Key(key)}, owner).Err(); err != nil {
+	if err := l.run(ctx, releaseScript, []string{Key(key)}, owner).Err(); err != nil {
 		return fmt.Errorf("redis release: %w", err)
 	}
 	return nil
@@ -184,4 +193,51 @@ func (l *Layer) Forget(ctx context.Context, key string) error {
 func atoi64(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
+}
+
+// script is a Lua script with its source, for the EVAL that loads it.
+type script struct {
+	*redis.Script
+	src string
+}
+
+func newScript(src string) script { return script{redis.NewScript(src), src} }
+
+// run runs s. While other calls are under way it goes through the
+// autopipeliner (go-redis's deferred face): the scripts of concurrent
+// invocations share one write and one read instead of a round trip each, on
+// the client and in Redis (issue #24, BENCHMARKS.md). A call alone takes
+// the plain round trip. The wait for the reply is bounded by ctx, as a plain
+// call is by ContextTimeoutEnabled; the batch is not cancelled, so, like a
+// timed-out plain call, the script may still run: every script is safe to
+// run late (the claim registers a lease that expires, the publish is fenced,
+// the release only drops an unconfirmed claim of its owner).
+func (l *Layer) run(ctx context.Context, s script, keys []string, args ...any) *redis.Cmd {
+	alone := l.calls.Add(1) == 1
+	defer l.calls.Add(-1)
+	if l.ap == nil || alone {
+		return s.Run(ctx, l.rdb, keys, args...)
+	}
+	cmd := l.submit(ctx, "evalsha", s.Hash(), keys, args)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd = l.submit(ctx, "eval", s.src, keys, args)
+	}
+	return cmd
+}
+
+func (l *Layer) submit(ctx context.Context, name, body string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, body, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if err := l.ap.Submit(ctx, cmd).WaitContext(ctx); err != nil && ctx.Err() != nil {
+		// The batch may still fill cmd in: answer a command of our own.
+		late := redis.NewCmd(ctx)
+		late.SetErr(err)
+		return late
+	}
+	return cmd
 }

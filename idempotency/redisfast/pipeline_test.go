@@ -1,0 +1,138 @@
+package redisfast_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
+)
+
+// batches counts the pipelines the client sends with more than one script
+// call: the autopipeliner's batches go through the pipeline hooks (as does
+// the handshake of a new connection, which holds none).
+type batches struct{ n atomic.Int64 }
+
+func (*batches) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*batches) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (b *batches) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		scripts := 0
+		for _, c := range cmds {
+			if c.Name() == "evalsha" || c.Name() == "eval" {
+				scripts++
+			}
+		}
+		if scripts > 1 {
+			b.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Concurrent calls share round trips (issue #24) and each still gets its
+// own answer, also when Redis has to be sent the script's source again.
+func TestConcurrentCallsShareRoundTrips(t *testing.T) {
+	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	var seen batches
+	rdb.AddHook(&seen)
+	l, err := redisfast.New(rdb, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Scripts unknown to Redis: every first call falls back to EVAL.
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = key()
+	}
+	each := func(what string, f func(i int) error) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				if err := f(i); err != nil {
+					t.Errorf("%s %d: %v", what, i, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	each("claim", func(i int) error {
+		ans, err := l.Claim(ctx, keys[i], "o", 0, "ph", time.Minute)
+		if err == nil && ans.Verdict != driver.FastFirst {
+			t.Errorf("claim %d: verdict %s", i, ans.Verdict)
+		}
+		return err
+	})
+	each("publish", func(i int) error {
+		return l.Publish(ctx, driver.Record{Key: keys[i], Status: driver.StatusSucceeded, Fence: 1, Attempt: 1,
+			LeaseOwner: "o", PayloadHash: "ph", ResultRef: "ref-" + keys[i]}, 0)
+	})
+	each("duplicate", func(i int) error {
+		ans, err := l.Claim(ctx, keys[i], "d", 0, "ph", time.Minute)
+		if err == nil && (ans.Verdict != driver.FastSucceeded || ans.Record.ResultRef != "ref-"+keys[i]) {
+			t.Errorf("duplicate %d: %+v", i, ans)
+		}
+		return err
+	})
+	if seen.n.Load() == 0 {
+		t.Fatal("192 concurrent calls were sent one round trip each: no batch of more than one")
+	}
+}
+
+// A hung Redis bounds every waiting call by its own context, also the calls
+// waiting in a batch: the socket has no read timeout here, so only the wait
+// for the batch can end them.
+func TestHungRedisBoundsConcurrentCalls(t *testing.T) {
+	opt, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, opt.Addr)
+	opt.Addr, opt.ReadTimeout, opt.WriteTimeout = proxy.Addr(), -1, -1
+	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { proxy.Restore(); rdb.Close() })
+	l, err := redisfast.New(rdb, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Block()
+	done := make(chan error, 16)
+	for range cap(done) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err := l.Claim(ctx, key(), "o", 0, "ph", time.Minute)
+			done <- err
+		}()
+	}
+	guard := time.After(10 * time.Second) // a liveness guard, not a timing assertion
+	for range cap(done) {
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a claim succeeded against a hung Redis")
+			}
+		case <-guard:
+			t.Fatal("calls hung behind a hung Redis")
+		}
+	}
+}
