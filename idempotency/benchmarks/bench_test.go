@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"flag"
 	"io"
 	"log/slog"
 	"testing"
@@ -19,6 +20,11 @@ import (
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
+// privateMySQL runs the benchmarks on a MariaDB server of their own, which
+// no other client of a shared machine's server slows down (it still shares
+// the CPU).
+var privateMySQL = flag.Bool("private-mysql", false, "run on a private MariaDB server (testenv.PrivateMariaDB)")
+
 type rig struct {
 	store *mysqlstore.Store
 	rdb   redis.UniversalClient
@@ -27,7 +33,11 @@ type rig struct {
 
 func setup(b *testing.B) rig {
 	b.Helper()
-	s, err := mysqlstore.Open(testenv.MySQLDSN(b), mysqlstore.Options{})
+	dsn := testenv.MySQLDSN(b)
+	if *privateMySQL {
+		dsn = testenv.PrivateMariaDB(b)
+	}
+	s, err := mysqlstore.Open(dsn, mysqlstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
