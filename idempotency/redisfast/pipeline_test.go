@@ -51,7 +51,9 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	// Scripts unknown to Redis: every first call falls back to EVAL.
+	// Scripts unknown to Redis (as after a restart or a failover): the first
+	// calls fall back to EVAL. Harmless to other runs on the server: every
+	// client of a script here (Script.Run, this layer) falls back the same way.
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
