@@ -67,7 +67,7 @@ func BenchmarkRatios(b *testing.B) {
 	}
 	tput := measure(b, phases, *ratioRounds, *ratioSlice)
 	// At most 10 lines: go test cuts a benchmark's log there (the ops/s on one).
-	b.Logf("%d rounds of %s per phase, c = %d; ratios of throughput, median (min–max):", *ratioRounds, *ratioSlice, concurrency)
+	b.Logf("%d rounds of %s per phase, c = %d; ratios of throughput, median (min–max):", *ratioRounds, *ratioSlice, *ratioC)
 	for _, q := range ratios {
 		lo, med, hi := q.of(phases, tput)
 		b.ReportMetric(med, q.unit)
@@ -82,11 +82,9 @@ func BenchmarkRatios(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // the ratios above are the measurement
 }
 
-// concurrency is the issue's: the load test's c = 32.
-const concurrency = 32
-
 var (
 	ratioRounds = flag.Int("ratios.rounds", 6, "BenchmarkRatios: rounds (each phase once per round)")
+	ratioC      = flag.Int("ratios.c", 32, "BenchmarkRatios: goroutines per phase (the issue's: the load test's c = 32)")
 	ratioPhases = flag.String("ratios.phases", "", "BenchmarkRatios: run only the phases this regexp matches")
 	ratioSlice  = flag.Duration("ratios.slice", 300*time.Millisecond, "BenchmarkRatios: how long each phase runs per round")
 )
@@ -111,7 +109,7 @@ func (q ratio) of(phases []phase, tput [][]float64) (lo, med, hi float64) {
 	return median(per)
 }
 
-// measure runs rounds of every phase, each for d on concurrency goroutines,
+// measure runs rounds of every phase, each for d on -ratios.c goroutines,
 // in alternating order, and returns each phase's throughput per round
 // (ops/s), indexed by phase then round.
 func measure(b *testing.B, phases []phase, rounds int, d time.Duration) [][]float64 {
@@ -133,7 +131,7 @@ func measure(b *testing.B, phases []phase, rounds int, d time.Duration) [][]floa
 	return tput
 }
 
-// slice runs p on concurrency goroutines for d; ops/s (the operations
+// slice runs p on -ratios.c goroutines for d; ops/s (the operations
 // under way at d finish and count).
 func slice(b *testing.B, p phase, d time.Duration) float64 {
 	ctx := context.Background()
@@ -142,7 +140,7 @@ func slice(b *testing.B, p phase, d time.Duration) float64 {
 	var wg sync.WaitGroup
 	start := time.Now()
 	end := start.Add(d)
-	for range concurrency {
+	for range *ratioC {
 		wg.Go(func() {
 			for time.Now().Before(end) {
 				if err := p.op(ctx); err != nil {
