@@ -25,6 +25,9 @@ import (
 // the CPU).
 var privateMySQL = flag.Bool("private-mysql", false, "run on a private MariaDB server (testenv.PrivateMariaDB)")
 
+// quiet discards the engines' log lines.
+var quiet = idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+
 type rig struct {
 	store *mysqlstore.Store
 	rdb   redis.UniversalClient
@@ -57,8 +60,7 @@ func setup(b *testing.B) rig {
 	// A generous fast-layer bound: on a saturated shared machine a Redis call
 	// can pass the default 50 ms, and the back-off would then send the
 	// duplicates to MySQL, measuring another path.
-	eng := idempotency.New(s, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(time.Second),
-		idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	eng := idempotency.New(s, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(time.Second), quiet)
 	return rig{store: s, rdb: rdb, eng: eng}
 }
 
@@ -130,15 +132,21 @@ func claimComplete(b *testing.B, r rig) func(int) {
 // rawInsertUpdate is the raw MySQL floor of a claim+complete: one INSERT into
 // the unique key, one UPDATE.
 func rawInsertUpdate(b *testing.B, db *sql.DB, k string) {
-	ctx := context.Background()
+	if err := insertUpdate(context.Background(), db, k); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// insertUpdate is rawInsertUpdate's statements, for goroutines that cannot
+// fail the benchmark themselves.
+func insertUpdate(ctx context.Context, db *sql.DB, k string) error {
 	if _, err := db.ExecContext(ctx, `INSERT INTO idempotency_record (request_id, status, attempt, fence,
  lease_owner, lease_until, payload_hash) VALUES (?, 'RUNNING', 1, 1, 'raw', NOW(3) + INTERVAL 60 SECOND, 'ph')`, k); err != nil {
-		b.Fatal(err)
+		return err
 	}
-	if _, err := db.ExecContext(ctx, `UPDATE idempotency_record SET status = 'SUCCEEDED', result_ref = 'ref',
- lease_until = NULL, updated_at = NOW(3) WHERE request_id = ? AND fence = 1 AND status = 'RUNNING'`, k); err != nil {
-		b.Fatal(err)
-	}
+	_, err := db.ExecContext(ctx, `UPDATE idempotency_record SET status = 'SUCCEEDED', result_ref = 'ref',
+ lease_until = NULL, updated_at = NOW(3) WHERE request_id = ? AND fence = 1 AND status = 'RUNNING'`, k)
+	return err
 }
 
 // setIfAbsent is the raw fast-path floor: one EVALSHA of the smallest claim,
@@ -157,8 +165,7 @@ func BenchmarkDuplicateRedis(b *testing.B) {
 // what the cache saves an instance that sees a key twice.
 func BenchmarkDuplicateLocalCache(b *testing.B) {
 	r := setup(b)
-	eng := idempotency.New(r.store, idempotency.WithLocalCache(1024, time.Minute),
-		idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	eng := idempotency.New(r.store, idempotency.WithLocalCache(1024, time.Minute), quiet)
 	duplicates(b, r, eng, "cache")
 }
 

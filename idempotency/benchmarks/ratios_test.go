@@ -6,8 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -26,25 +24,25 @@ import (
 )
 
 // BenchmarkRatios measures the goals of issue #24 in one run, as ratios of
-// throughputs at concurrency 32: every phase runs for one slice of time per
-// round, the rounds alternate the phases' order (forwards, backwards), and
-// each ratio is the median (min–max) of its per-round values, so that drift
-// in a shared machine's load hits the compared phases alike. It prints the
-// ratios and never fails on a figure: on a shared machine they are noisy.
-// It times itself (b.N is not used); run it once:
+// throughputs at concurrency 32 (-ratios.c): every phase runs for one slice
+// of time per round, the rounds alternate the phases' order (forwards,
+// backwards), and each ratio is the median (min–max) of its per-round
+// values, so that drift in a shared machine's load hits the compared phases
+// alike. It prints the ratios and never fails on a figure: on a shared
+// machine they are noisy. It times itself (b.N is not used); run it once:
 //
-//	go test -run '^$' -bench Ratios -benchtime 1x ./idempotency/benchmarks/ [-ratios.rounds 10 -ratios.slice 1s]
+//	go test -run '^$' -bench Ratios -benchtime 1x ./idempotency/benchmarks/ [-private-mysql -ratios.rounds 24 -ratios.slice 200ms]
 func BenchmarkRatios(b *testing.B) {
 	r := setup(b)
 	db := r.store.DB()
-	mysqlOnly := idempotency.New(r.store, idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	mysqlOnly := idempotency.New(r.store, quiet)
 	today := plainEngine(b, r)
 	emb, embKey := embeddedDuplicate(b)
 	phases := []phase{
 		{"first-redis+mysql", func(ctx context.Context) error { return firstDelivery(ctx, r.eng) }},
 		{"first-mysql", func(ctx context.Context) error { return firstDelivery(ctx, mysqlOnly) }},
 		{"first-redis+mysql-unpipelined", func(ctx context.Context) error { return firstDelivery(ctx, today) }},
-		{"raw-insert+update", func(context.Context) error { rawInsertUpdate(b, db, newKey()); return nil }},
+		{"raw-insert+update", func(ctx context.Context) error { return insertUpdate(ctx, db, newKey()) }},
 		{"dup-redis", duplicateOf(b, r.eng, "redis")},
 		{"dup-redis-unpipelined", duplicateOf(b, today, "redis")},
 		{"raw-evalsha", evalsha(r)},
@@ -222,7 +220,7 @@ func embeddedDuplicate(b *testing.B) (*idempotency.Engine, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	e := idempotency.New(s, idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	e := idempotency.New(s, quiet)
 	return e, finished(b, e)
 }
 
@@ -255,8 +253,7 @@ func plainEngine(b *testing.B, r rig) *idempotency.Engine {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return idempotency.New(r.store, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(time.Second),
-		idempotency.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	return idempotency.New(r.store, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(time.Second), quiet)
 }
 
 type unpipelined struct{ redis.UniversalClient }
