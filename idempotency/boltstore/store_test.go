@@ -85,6 +85,10 @@ func TestPurgeEmbedded(t *testing.T) {
 	idemtest.RunPurge(t, open(t, t.TempDir()))
 }
 
+func TestPurgeWithoutPayloadHashEmbedded(t *testing.T) {
+	idemtest.RunPurgeWithoutPayloadHash(t, open(t, t.TempDir()))
+}
+
 func TestMalformedTombstoneEmbedded(t *testing.T) {
 	s := open(t, t.TempDir())
 	idemtest.RunMalformedTombstone(t, s, func(t *testing.T, key string) {

@@ -21,7 +21,7 @@ var (
 	// ErrPurged: the key's record was purged; only its tombstone remains,
 	// which answers duplicates and cannot be replayed (docs/design.md §6).
 	ErrPurged = errors.New("idempotency: the record was purged; only its tombstone remains")
-	// ErrMalformedTombstone: a tombstone that is not a finished task record
-	// with a payload hash; nothing is decided on it and nothing changes.
+	// ErrMalformedTombstone: a tombstone that is not a finished task record;
+	// nothing is decided on it and nothing changes.
 	ErrMalformedTombstone = errors.New("idempotency: malformed tombstone")
 )

@@ -127,9 +127,11 @@ func (r Record) FailedFinish() bool {
 }
 
 // CheckTombstone refuses a tombstone nothing may be decided on: one that is
-// not a finished task record with a payload hash (ErrMalformedTombstone).
+// not a finished task record (ErrMalformedTombstone). An empty payload hash
+// is no defect: a claim need not name one, and [Decide] compares it as the
+// record's own did.
 func CheckTombstone(r Record) error {
-	if r.Tombstone && (!r.Status.Terminal() || r.PayloadHash == "" || r.ParentKey != "" || r.Finish == FinishPending) {
+	if r.Tombstone && (!r.Status.Terminal() || r.ParentKey != "" || r.Finish == FinishPending) {
 		return fmt.Errorf("%w: record %s (status %q, finish %q, payload hash %q)", ErrMalformedTombstone,
 			r.Key, r.Status, r.Finish, r.PayloadHash)
 	}

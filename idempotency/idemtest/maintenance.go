@@ -548,7 +548,7 @@ func purgeAll(t *testing.T, s driver.Maintainer, r driver.PurgeRequest) driver.P
 // RunMalformedTombstone checks that a tombstone nothing may be decided on
 // (corrupt makes key's finished record one, as only a hand edit or a bug
 // can: the store's own encoding of a tombstone that is not a finished
-// record with a payload hash) gets a clear error (ErrMalformedTombstone)
+// task record) gets a clear error (ErrMalformedTombstone)
 // from a claim, a read and a reset, and that none of them, nor a purge,
 // changes it.
 func RunMalformedTombstone(t *testing.T, s driver.Maintainer, corrupt func(t *testing.T, key string)) {
@@ -589,5 +589,39 @@ func RunMalformedTombstone(t *testing.T, s driver.Maintainer, corrupt func(t *te
 	}
 	if rps, _ := s.Replays(ctx, k); len(rps) != 0 {
 		t.Fatalf("a refused reset wrote an audit row: %+v", rps)
+	}
+}
+
+// RunPurgeWithoutPayloadHash checks the purge of a finished record claimed
+// without a payload hash (ClaimRequest.PayloadHash is optional: the
+// library's callers may leave it empty): its tombstone answers a re-send as
+// the record did — REPEAT_DONE with its result, PAYLOAD_MISMATCH for a
+// request that names a hash — and is no malformed one, which every read
+// would refuse and the embedded store's purge would keep for good
+// (docs/design.md §6, "Retention").
+func RunPurgeWithoutPayloadHash(t *testing.T, s driver.Maintainer) {
+	ctx := context.Background()
+	e := idempotency.New(s, idempotency.WithLogger(TestLogger(t)))
+	k := NewKey()
+	r := req(k, "w")
+	r.PayloadHash = ""
+	_, l := claim(t, e, r)
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	rep, err := s.Purge(ctx, driver.PurgeRequest{OlderThan: 200 * time.Millisecond, TombstonesOlderThan: time.Hour})
+	if err != nil || rep.Records != 1 {
+		t.Fatalf("purge: %+v %v, want the record retired", rep, err)
+	}
+	if rec, err := s.Get(ctx, k); err != nil || !rec.Tombstone || rec.ResultRef != "ref" {
+		t.Fatalf("the tombstone of a record without a payload hash: %+v %v", rec, err)
+	}
+	if res, l, err := e.Claim(ctx, req(k, "late")); err != nil || l != nil || res.Decision != idempotency.DecisionPayloadMismatch {
+		t.Fatalf("a request with a payload hash: %s %v, want PAYLOAD_MISMATCH", res.Decision, err)
+	}
+	res, l, err := e.Claim(ctx, r)
+	if err != nil || l != nil || res.Decision != idempotency.DecisionRepeatDone || res.Record.ResultRef != "ref" {
+		t.Fatalf("a re-send without a payload hash: %s %q %v, want REPEAT_DONE with its result", res.Decision, res.Record.ResultRef, err)
 	}
 }

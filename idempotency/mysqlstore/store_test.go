@@ -40,6 +40,10 @@ func TestPurgeMySQL(t *testing.T) {
 	idemtest.RunPurge(t, testenv.FreshMySQLStore(t))
 }
 
+func TestPurgeWithoutPayloadHashMySQL(t *testing.T) {
+	idemtest.RunPurgeWithoutPayloadHash(t, testenv.FreshMySQLStore(t))
+}
+
 func TestMalformedTombstoneMySQL(t *testing.T) {
 	s := testenv.FreshMySQLStore(t)
 	idemtest.RunMalformedTombstone(t, s, func(t *testing.T, key string) {
