@@ -132,8 +132,10 @@ func (r Record) FailedFinish() bool {
 // record's own did.
 func CheckTombstone(r Record) error {
 	if r.Tombstone && (!r.Status.Terminal() || r.ParentKey != "" || r.Finish == FinishPending) {
-		return fmt.Errorf("%w: record %s (status %q, finish %q, payload hash %q)", ErrMalformedTombstone,
-			r.Key, r.Status, r.Finish, r.PayloadHash)
+		// Not its payload hash: the answer may go to a request of another
+		// payload (no answer names another payload's state).
+		return fmt.Errorf("%w: record %s (status %q, finish %q, step record %t)", ErrMalformedTombstone,
+			r.Key, r.Status, r.Finish, r.ParentKey != "")
 	}
 	return nil
 }

@@ -69,9 +69,11 @@ const (
 
 	// purgeTombsSQL deletes the oldest tombstones of one status whose
 	// objects' lifetime is over, by a range of idx_status_updated. Nothing
-	// acts on a tombstone but a claim's read, so it needs no lock first.
+	// acts on a tombstone but a claim's read, so it needs no lock first. A
+	// malformed one (driver.CheckTombstone: a step record, a finish pending)
+	// is left alone, as on every store.
 	purgeTombsSQL = `DELETE FROM idempotency_record WHERE status = ? AND updated_at < NOW(3) - INTERVAL ? MICROSECOND
- ORDER BY updated_at LIMIT ?`
+ AND parent_key = '' AND finish <> 'PENDING' ORDER BY updated_at LIMIT ?`
 
 	// purgeDeleteSQL and purgeDeleteAuditSQL delete by PRIMARY.
 	purgeDeleteSQL      = `DELETE FROM idempotency_record WHERE id IN (%s)`

@@ -45,11 +45,19 @@ func TestPurgeWithoutPayloadHashMySQL(t *testing.T) {
 }
 
 func TestMalformedTombstoneMySQL(t *testing.T) {
-	s := testenv.FreshMySQLStore(t)
-	idemtest.RunMalformedTombstone(t, s, func(t *testing.T, key string) {
-		// A tombstone of a status no purge retires.
-		if _, err := s.DB().Exec(`UPDATE idempotency_record SET status = 'TOMB_RUNNING' WHERE request_id = ?`, key); err != nil {
-			t.Fatal(err)
-		}
-	})
+	for _, c := range []struct{ name, set string }{
+		{"a status no purge retires", `status = 'TOMB_RUNNING'`},
+		// The purge deletes tombstones by status: it must leave this one too.
+		{"a finish still pending", `status = 'TOMB_SUCCEEDED', finish = 'PENDING'`},
+		{"a step record", `status = 'TOMB_FAILED', parent_key = request_id`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := testenv.FreshMySQLStore(t)
+			idemtest.RunMalformedTombstone(t, s, func(t *testing.T, key string) {
+				if _, err := s.DB().Exec(`UPDATE idempotency_record SET `+c.set+` WHERE request_id = ?`, key); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
 }
