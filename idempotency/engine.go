@@ -185,6 +185,12 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 		return driver.ClaimResult{}, nil, storeErr("claim", err)
 	}
 	e.stats.count(res.Decision, false)
+	if res.Record.FailedFinish() && res.Record.LastErrorCode == "" {
+		// Migration 005 marked finishes that had failed under an earlier
+		// version FAILED without a code; the fast layer mirrors the code,
+		// not the finish, and would answer the key as done.
+		res.Record.LastErrorCode = finishFailedCode
+	}
 	e.cache.put(res.Record)
 	// After a FIRST on both tiers the fast entry already says what the Store
 	// says (our owner, our lease); skip the round trip on the hot path.
@@ -317,6 +323,9 @@ func (l *Lease) Complete(ctx context.Context, resultRef string) error {
 	l.e.cache.put(rec)
 	return nil
 }
+
+// finishFailedCode answers a finish recorded FAILED without a code.
+const finishFailedCode = "finish_failed"
 
 // resultTooLargeCode is the error code of a result over MaxResultRef.
 const resultTooLargeCode = "result_too_large"

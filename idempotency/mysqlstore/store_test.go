@@ -2,7 +2,10 @@ package mysqlstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+
+	"github.com/idemgate/idemgate/idempotency"
 
 	"github.com/idemgate/idemgate/idempotency/idemtest"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
@@ -59,5 +62,40 @@ func TestMalformedTombstoneMySQL(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A record migration 005 marked finish FAILED (its publish or notify step
+// record of an earlier version had failed FINAL) has no error code: the
+// parent's completion cleared it. Every delivery must answer it FINAL, also
+// once the fast layer mirrors it, which keeps the code and not the finish
+// (docs/design.md §10: FC's retries end in the dead-letter queue).
+func TestAFailedFinishWithoutCodeIsFinalThroughRedis(t *testing.T) {
+	s := testenv.FreshMySQLStore(t)
+	h := redistest.Harness(t, s)
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	k := idemtest.NewKey()
+	req := idempotency.ClaimRequest{Key: k, PayloadHash: "ph", Owner: "w", Try: -1}
+	if _, err := e.Do(ctx, req, func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`UPDATE idempotency_record SET finish = 'FAILED', last_error_code = '', last_error = ''
+ WHERE request_id = ?`, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Fast.Forget(ctx, k); err != nil { // as the upgrade finds it: Redis holds nothing of the key
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Fast.Forget(context.Background(), k) })
+	for i := range 3 { // the store answers first, then the fast layer's mirror of it
+		req.Owner = fmt.Sprintf("dup-%d", i)
+		_, err := e.Do(ctx, req, func(context.Context, *idempotency.Lease) (string, error) {
+			t.Fatal("a delivery ran")
+			return "", nil
+		})
+		if class, _ := idempotency.Classify(err); class != idempotency.ClassFinal {
+			t.Fatalf("delivery %d of a key whose finish failed: %v (%s), want FINAL", i, err, class)
+		}
 	}
 }
