@@ -2,6 +2,7 @@ package mysqlstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -96,6 +97,39 @@ func TestAFailedFinishWithoutCodeIsFinalThroughRedis(t *testing.T) {
 		})
 		if class, _ := idempotency.Classify(err); class != idempotency.ClassFinal {
 			t.Fatalf("delivery %d of a key whose finish failed: %v (%s), want FINAL", i, err, class)
+		}
+	}
+}
+
+// A record claimed without a payload hash (the library allows it; a caller
+// that starts passing one later meets such records) refuses a request that
+// names a hash PAYLOAD_MISMATCH, and so must the fast layer after it: the
+// store's mismatch answer must not leave a terminal entry under the
+// request's hash, which would answer the next such request with the
+// record's result (docs/design.md §14.7, §14.9).
+func TestAMismatchWithAnUnhashedRecordStaysAMismatchThroughRedis(t *testing.T) {
+	s := testenv.FreshMySQLStore(t)
+	h := redistest.Harness(t, s)
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	k := idemtest.NewKey()
+	t.Cleanup(func() { _ = h.Fast.Forget(context.Background(), k) })
+	if _, err := e.Do(ctx, idempotency.ClaimRequest{Key: k, Owner: "v1", Try: -1}, func(context.Context, *idempotency.Lease) (string, error) {
+		return "ref-v1", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Fast.Forget(ctx, k); err != nil { // its entry expired
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		out, err := e.Do(ctx, idempotency.ClaimRequest{Key: k, PayloadHash: "ph-v2", Owner: fmt.Sprintf("v2-%d", i), Try: -1},
+			func(context.Context, *idempotency.Lease) (string, error) {
+				t.Fatal("a delivery ran")
+				return "", nil
+			})
+		if !errors.Is(err, idempotency.ErrPayloadMismatch) || out.ResultRef != "" {
+			t.Fatalf("delivery %d with a payload hash: %+v %v, want payload_mismatch and no result", i, out, err)
 		}
 	}
 }

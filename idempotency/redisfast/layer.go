@@ -35,7 +35,10 @@ if redis.replicate_commands then redis.replicate_commands() end
 local owner, ph, lease, ttl, try = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local h = redis.call('HMGET', KEYS[1], 'st', 'ow', 'ph', 'lu', 'fe', 'at', 'rr', 'ec', 'em', 'tr', 'uc')
 local st = h[1]
-if st and h[3] and h[3] ~= '' and h[3] ~= ph then
+-- As the store compares (driver.SamePayload): an empty hash is one too, so an
+-- entry of a record claimed without one never answers a request that names
+-- one. MISMATCH only sends the caller to the store, which decides.
+if st and (h[3] or '') ~= ph then
   return {'MISMATCH'}
 end
 -- The common duplicate is answered before reading the clock.
@@ -85,9 +88,10 @@ if h[1] then
   -- takeover (a higher fence) makes a key RUNNING again.
   if cur == fence and h[1] ~= 'RUNNING' and ARGV[1] == 'RUNNING' then return 'KEPT' end
 end
+-- ph is the record's, empty too: the caller's claim may have registered
+-- another (the store then answered PAYLOAD_MISMATCH).
 redis.call('HSET', KEYS[1], 'st', ARGV[1], 'fe', ARGV[2], 'at', ARGV[3], 'ow', ARGV[4], 'tr', ARGV[11],
-  'lu', now + tonumber(ARGV[6]), 'rr', ARGV[7], 'ec', ARGV[8], 'em', ARGV[9], 'uc', 0)
-if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'ph', ARGV[5]) end
+  'lu', now + tonumber(ARGV[6]), 'rr', ARGV[7], 'ec', ARGV[8], 'em', ARGV[9], 'uc', 0, 'ph', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[10])
 return 'SET'
 `)
