@@ -66,29 +66,40 @@ func TestMalformedTombstoneMySQL(t *testing.T) {
 	}
 }
 
+// doneBehindRedis completes a new key through an engine behind the test
+// Redis with req (its Key set here) and then drops the key's Redis entry,
+// removed again when the test ends; it returns the store, the harness, the
+// engine and the key.
+func doneBehindRedis(t *testing.T, req idempotency.ClaimRequest) (*mysqlstore.Store, idemtest.Harness, *idempotency.Engine, string) {
+	s := testenv.FreshMySQLStore(t)
+	h := redistest.Harness(t, s)
+	e := h.NewEngine(t)
+	req.Key = idemtest.NewKey()
+	t.Cleanup(func() { _ = h.Fast.Forget(context.Background(), req.Key) })
+	if _, err := e.Do(context.Background(), req, func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Fast.Forget(context.Background(), req.Key); err != nil { // its entry expired
+		t.Fatal(err)
+	}
+	return s, h, e, req.Key
+}
+
 // A record migration 005 marked finish FAILED (its publish or notify step
 // record of an earlier version had failed FINAL) has no error code: the
 // parent's completion cleared it. Every delivery must answer it FINAL, also
 // once the fast layer mirrors it, which keeps the code and not the finish
 // (docs/design.md §10: FC's retries end in the dead-letter queue).
 func TestAFailedFinishWithoutCodeIsFinalThroughRedis(t *testing.T) {
-	s := testenv.FreshMySQLStore(t)
-	h := redistest.Harness(t, s)
-	e := h.NewEngine(t)
+	req := idempotency.ClaimRequest{PayloadHash: "ph", Owner: "w", Try: -1}
+	s, _, e, k := doneBehindRedis(t, req)
+	req.Key = k
 	ctx := context.Background()
-	k := idemtest.NewKey()
-	req := idempotency.ClaimRequest{Key: k, PayloadHash: "ph", Owner: "w", Try: -1}
-	if _, err := e.Do(ctx, req, func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
-		t.Fatal(err)
-	}
+	// As the upgrade finds it: finish FAILED, no code, nothing in Redis.
 	if _, err := s.DB().Exec(`UPDATE idempotency_record SET finish = 'FAILED', last_error_code = '', last_error = ''
  WHERE request_id = ?`, k); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Fast.Forget(ctx, k); err != nil { // as the upgrade finds it: Redis holds nothing of the key
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Fast.Forget(context.Background(), k) })
 	for i := range 3 { // the store answers first, then the fast layer's mirror of it
 		req.Owner = fmt.Sprintf("dup-%d", i)
 		_, err := e.Do(ctx, req, func(context.Context, *idempotency.Lease) (string, error) {
@@ -108,20 +119,8 @@ func TestAFailedFinishWithoutCodeIsFinalThroughRedis(t *testing.T) {
 // request's hash, which would answer the next such request with the
 // record's result (docs/design.md §14.7, §14.9).
 func TestAMismatchWithAnUnhashedRecordStaysAMismatchThroughRedis(t *testing.T) {
-	s := testenv.FreshMySQLStore(t)
-	h := redistest.Harness(t, s)
-	e := h.NewEngine(t)
+	_, _, e, k := doneBehindRedis(t, idempotency.ClaimRequest{Owner: "v1", Try: -1})
 	ctx := context.Background()
-	k := idemtest.NewKey()
-	t.Cleanup(func() { _ = h.Fast.Forget(context.Background(), k) })
-	if _, err := e.Do(ctx, idempotency.ClaimRequest{Key: k, Owner: "v1", Try: -1}, func(context.Context, *idempotency.Lease) (string, error) {
-		return "ref-v1", nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Fast.Forget(ctx, k); err != nil { // its entry expired
-		t.Fatal(err)
-	}
 	for i := range 3 {
 		out, err := e.Do(ctx, idempotency.ClaimRequest{Key: k, PayloadHash: "ph-v2", Owner: fmt.Sprintf("v2-%d", i), Try: -1},
 			func(context.Context, *idempotency.Lease) (string, error) {
