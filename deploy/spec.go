@@ -208,7 +208,7 @@ func newInputs() inputs {
 		dlqQueue: &Input{Param: "DlqQueueName", Default: Lit("idemgate-dlq"),
 			Doc: "existing MNS queue that receives failed async invocations"},
 		retentionDays: &Input{Env: "RETENTION_DAYS", Param: "RetentionDays", Default: Lit("30"), Pattern: digits,
-			Doc: "days a finished record stays after its last change, at least 8: the dedup window (the daily purge deletes it then)"},
+			Doc: "days a finished record stays whole after its last change, at least 8; the daily purge then leaves its tombstone, which answers duplicates until OBJECT_EXPIRE_DAYS + 2 days"},
 		statsRetentionDays: &Input{Env: "STATS_RETENTION_DAYS", Param: "StatsRetentionDays", Default: Lit("30"), Pattern: digits,
 			Doc: "days the per-minute counters of main stats stay"},
 	}

@@ -13,8 +13,9 @@ import (
 // Retention is how long the purge keeps what it deletes (internal/config:
 // RETENTION_DAYS, STATS_RETENTION_DAYS).
 type Retention struct {
-	// Records: a terminal record stays this long after its last change. It
-	// is the dedup window: a duplicate of a purged key runs again.
+	// Records: a terminal record stays whole this long after its last
+	// change; the purge then retires it to its tombstone (the dedup window
+	// is the tombstone's age: TombstoneAge).
 	Records time.Duration
 	Stats   time.Duration // stats minutes
 	// Tombstones: a purged record's tombstone stays this long after its

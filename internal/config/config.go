@@ -47,8 +47,9 @@ type Config struct {
 	Disabled bool
 	// Env is IDEMGATE_ENV; "production" refuses IDEMPOTENCY_DISABLED.
 	Env string
-	// Retention: how long a terminal record stays after its last change
-	// (RETENTION_DAYS): the dedup window. StatsRetention: how long stats
+	// Retention: how long a terminal record stays whole after its last
+	// change (RETENTION_DAYS); its tombstone then keeps the dedup window
+	// (TombstoneAge). StatsRetention: how long stats
 	// minutes stay (STATS_RETENTION_DAYS).
 	Retention, StatsRetention time.Duration
 	// ObjectExpiry is how long input.json and attempt outputs live
