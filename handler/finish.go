@@ -75,9 +75,11 @@ func samePayload(in storedInput, d keys.Derived) error {
 	if err == nil && driver.SamePayload(got.PayloadHash, d.PayloadHash, d.LegacyPayloadHash) {
 		return nil
 	}
-	return idempotency.Final(foreignObjectsCode, fmt.Errorf("input.json of %s holds payload %s, not %s: a previous life "+
-		"of the key left it (the bucket keeps objects longer than the purge keeps tombstones: docs/operations.md)",
-		d.Key, got.PayloadHash, d.PayloadHash))
+	// Not the other payload's hash: this answer is the other request's
+	// (docs/design.md §14.9); main inspect shows the objects.
+	return idempotency.Final(foreignObjectsCode, fmt.Errorf("input.json of %s holds another payload than %s: a previous "+
+		"life of the key left it (the bucket keeps objects longer than the purge keeps tombstones: docs/operations.md)",
+		d.Key, d.PayloadHash))
 }
 
 // task is the task event in rebuilds (without its request id and event

@@ -220,6 +220,9 @@ func TestObjectsOfAPreviousLifeOfAKeyAreNeverTaken(t *testing.T) {
 				if o.ErrorType != c.want || rg.m.calls.Load() != c.calls {
 					t.Fatalf("B's retry: %+v, model calls %d; want %s after %d", o, rg.m.calls.Load(), c.want, c.calls)
 				}
+				if ph := derive(t, orderData("document A")).PayloadHash; strings.Contains(o.ErrorMessage, ph) {
+					t.Fatalf("B's answer names A's payload hash %s: %s", ph, o.ErrorMessage) // design §14.9
+				}
 			})
 		})
 	}
