@@ -53,18 +53,13 @@ func (p *Pipeline) Handle(ctx context.Context, body []byte, meta Meta) (r Reply)
 	}
 	ctx = TraceInvocation(ctx, meta, p.Log)
 	inv, err := event.ParseWith(body, event.Options{KeyFallback: p.KeyFallback})
-	if inv == nil {
+	if inv == nil || (err != nil && inv.Kind != event.KindBatch) { // a batch answers its valid members too
 		o := failure(Outcome{RequestID: meta.RequestID}, err)
 		p.Log.WarnContext(ctx, "event rejected", "errorType", o.ErrorType, "error", o.ErrorMessage, "body_bytes", len(body))
 		return reply(o, true, o.ErrorType)
 	}
 	switch inv.Kind {
 	case event.KindSingle:
-		if err != nil {
-			o := failure(Outcome{RequestID: meta.RequestID}, err)
-			p.Log.WarnContext(ctx, "event rejected", "errorType", o.ErrorType, "error", o.ErrorMessage)
-			return reply(o, true, o.ErrorType)
-		}
 		o := p.runTask(ctx, inv.Tasks[0], meta, meta.RequestID)
 		return reply(o, o.Failed(), o.ErrorType)
 	case event.KindBatch:
