@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"mime"
 	"net/url"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	ce "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // envelope is a CloudEvent reduced to what the task pipeline keeps. Next to
@@ -124,6 +126,12 @@ func dataAttrs(env *envelope) error {
 	if present(attrs, "data") && present(attrs, "data_base64") {
 		return newError(TypeInvalidEnvelope, "data_base64", "an event must not carry both data and data_base64")
 	}
+	// A non-JSON content type makes data a string to the JSON format (the
+	// SDK's reader refuses anything else with a dump of its own): said here
+	// as the task's rule, before the SDK reads it.
+	if present(attrs, "data") && jsonKind(attrs["data"]) != '"' && !isJSONMediaType(env.DataContentType) {
+		return newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
+	}
 	if present(attrs, "data_base64") {
 		s, ok := stringValue(attrs["data_base64"])
 		if !ok {
@@ -166,14 +174,17 @@ func extensionAttrs(env *envelope) error {
 }
 
 // sdkCheck gives the SDK the last word: it parses with its own reader and
-// validates. It is handed the event without null members: the JSON format
+// validates, the event's own bytes as a rule. Two shapes its reader misreads
+// get an equivalent copy instead (sdkCopy): a null member (the JSON format
 // treats null as absent, but the SDK reads a null datacontenttype that
-// follows specversion as "" and then refuses it (corpus
-// validMinimalWithNullForOptional).
+// follows specversion as "" and then refuses it: corpus
+// validMinimalWithNullForOptional), and data_base64 (a value it holds back
+// until it knows datacontenttype is cut out by position, so white space
+// before it or an escape inside it, as jq . writes, made "illegal base64").
 func sdkCheck(raw []byte, attrs map[string]json.RawMessage) error {
 	sdkRaw := raw
-	if stripped, changed := withoutNulls(attrs); changed {
-		sdkRaw = stripped
+	if needsCopy(attrs) {
+		sdkRaw = sdkCopy(attrs)
 	}
 	var e ce.Event
 	if uerr := e.UnmarshalJSON(sdkRaw); uerr != nil {
@@ -183,6 +194,45 @@ func sdkCheck(raw []byte, attrs map[string]json.RawMessage) error {
 		return sdkError(verr)
 	}
 	return nil
+}
+
+func needsCopy(attrs map[string]json.RawMessage) bool {
+	if present(attrs, "data_base64") {
+		return true
+	}
+	for _, v := range attrs {
+		if isNull(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// sdkCopy writes the members of attrs compactly, in name order, without
+// the null ones, and data_base64 as its decoded string with no escapes
+// (base64 needs none).
+func sdkCopy(attrs map[string]json.RawMessage) []byte {
+	names := slices.Sorted(maps.Keys(attrs))
+	out := make([]byte, 0, 512)
+	out = append(out, '{')
+	for _, k := range names {
+		v := trimJSONSpace(attrs[k])
+		if isNull(v) {
+			continue
+		}
+		if k == "data_base64" {
+			if s, ok := stringValue(v); ok {
+				v, _ = jsontext.AppendQuote(nil, s)
+			}
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out, _ = jsontext.AppendQuote(out, k) // k came from valid JSON
+		out = append(out, ':')
+		out = append(out, v...)
+	}
+	return append(out, '}')
 }
 
 // sdkError turns an SDK error into an envelope error, naming the attribute
@@ -300,30 +350,4 @@ func isJSONMediaType(dct string) bool {
 		return true
 	}
 	return false
-}
-
-func withoutNulls(attrs map[string]json.RawMessage) ([]byte, bool) {
-	nulls := 0
-	for _, v := range attrs {
-		if isNull(v) {
-			nulls++
-		}
-	}
-	if nulls == 0 {
-		return nil, false
-	}
-	kept := make(map[string]json.RawMessage, len(attrs))
-	for k, v := range attrs {
-		if !isNull(v) {
-			kept[k] = v
-		}
-	}
-	if len(kept) == len(attrs) {
-		return nil, false
-	}
-	b, err := json.Marshal(kept)
-	if err != nil {
-		return nil, false // cannot happen: every value came from valid JSON
-	}
-	return b, true
 }

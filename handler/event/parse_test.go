@@ -272,7 +272,7 @@ func TestParseRejects(t *testing.T) {
 		{"extension array", mkEvent(goodData, `"aliyunmeta":[1]`), TypeInvalidEnvelope, "aliyunmeta", KindSingle},
 		{"extension with underscore", mkEvent(goodData, `"tenant_id":"acme"`), TypeInvalidEnvelope, "tenant_id", KindSingle},
 		{"data_base64 not base64", mkEvent("", `"data_base64":"***"`), TypeInvalidEnvelope, "data_base64", KindSingle},
-		{"object data declared text/plain", mkEvent(goodData, `"datacontenttype":"text/plain"`), TypeInvalidEnvelope, "", KindSingle},
+		{"object data declared text/plain", mkEvent(goodData, `"datacontenttype":"text/plain"`), TypeInvalidRequest, "data", KindSingle},
 
 		// Task data.
 		{"no data", mkEvent("", ""), TypeInvalidRequest, "data", KindSingle},
