@@ -24,7 +24,10 @@ var Keywords = TaskType{
 			var input struct {
 				Text string `json:"text"`
 			}
-			if err := json.Unmarshal(in.Task.Input, &input); err != nil || strings.TrimSpace(input.Text) == "" {
+			if err := decodeInput("keywords", in.Task.Input, &input); err != nil {
+				return "", err
+			}
+			if strings.TrimSpace(input.Text) == "" {
 				return "", idempotency.Final("invalid_request", fmt.Errorf("keywords: input.text must be a non-empty string"))
 			}
 			return strings.Join(candidates(input.Text, 12), ","), nil

@@ -55,6 +55,15 @@ func reply(v any, failed bool, errType string) Reply {
 	return Reply{Status: http.StatusOK, Body: body}
 }
 
+// ErrorReply is the answer to an invocation the function could not take
+// up at all (its store does not answer, so nothing was parsed, claimed or
+// run): the outcome of docs/design.md §9 with err's class and code, which
+// `main invoke` prints as it prints every other answer.
+func ErrorReply(requestID string, err error) Reply {
+	o := failure(Outcome{RequestID: requestID}, err)
+	return reply(o, true, o.ErrorType)
+}
+
 // failure fills the error fields of o from err.
 func failure(o Outcome, err error) Outcome {
 	class, code := idempotency.Classify(err)

@@ -126,6 +126,7 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 	if errors.Is(context.Cause(kctx), ErrLeaseLost) {
 		return out, fmt.Errorf("%w: %w", ErrLeaseLost, ferr)
 	}
+	ferr = l.budgeted(ferr)
 	st, err := l.Fail(ctx, ferr)
 	if err != nil {
 		return out, err
@@ -150,8 +151,10 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 func WithDisabled() Option { return func(o *options) { o.disabled = true } }
 
 func (e *Engine) doDisabled(ctx context.Context, req ClaimRequest, fn func(ctx context.Context, l *Lease) (string, error)) (Outcome, error) {
-	out := Outcome{Key: req.Key, Decision: DecisionDisabled, Status: driver.StatusSucceeded}
-	ref, err := fn(ctx, &Lease{e: e, Key: req.Key, Owner: req.Owner, disabled: true})
+	// Every run is the first and only attempt of its own: attempts count
+	// from 1 wherever they name something (the output object, the logs).
+	out := Outcome{Key: req.Key, Decision: DecisionDisabled, Status: driver.StatusSucceeded, Attempt: 1}
+	ref, err := fn(ctx, &Lease{e: e, Key: req.Key, Owner: req.Owner, Attempt: 1, disabled: true})
 	if err != nil {
 		f := failure(err)
 		out.Status, out.ErrorCode, out.Error = driver.StatusFailedRetryable, f.Code, f.Message

@@ -349,11 +349,11 @@ func (l *Lease) Finisher() *Finisher {
 }
 
 // Fail records cause, classified (see [Classify]): FAILED_FINAL when it is
-// FINAL or the attempt budget is spent, else FAILED_RETRYABLE. It returns the
-// status recorded.
+// FINAL, FAILED_FINAL attempts_exhausted (the cause in its message) when a
+// cause that is not FINAL ends the attempt budget, else FAILED_RETRYABLE. It
+// returns the status recorded.
 func (l *Lease) Fail(ctx context.Context, cause error) (driver.Status, error) {
-	f := failure(cause)
-	f.Final = f.Final || l.Attempt >= l.maxAttempts
+	f := failure(l.budgeted(cause))
 	st := driver.StatusFailedRetryable
 	if f.Final {
 		st = driver.StatusFailedFinal
@@ -368,6 +368,16 @@ func (l *Lease) Fail(ctx context.Context, cause error) (driver.Status, error) {
 	l.e.publish(ctx, rec, 0)
 	l.e.cache.put(rec)
 	return st, nil
+}
+
+// budgeted is cause as the record keeps it: a failure that is not FINAL on
+// the budget's last attempt becomes attempts_exhausted (docs/library.md), so
+// the alert and every later delivery name why nothing will run again.
+func (l *Lease) budgeted(cause error) error {
+	if class, _ := Classify(cause); class == ClassFinal || l.Attempt < l.maxAttempts {
+		return cause
+	}
+	return Final(driver.ExhaustedCode, fmt.Errorf("attempt budget spent after %d attempts: %w", l.Attempt, cause))
 }
 
 // detached keeps a terminal write alive after the invocation's context ended:

@@ -26,7 +26,7 @@ func TestErrorCodeSaidOnce(t *testing.T) {
 		want  string
 	}{
 		{"final", idempotency.Final("invalid_request", errors.New("input.content is empty")), "invalid_request: input.content is empty"},
-		{"retryable, budget spent", idempotency.Retryable("timeout", errors.New("model took too long")), "timeout: model took too long"},
+		{"retryable, budget spent", idempotency.Retryable("timeout", errors.New("model took too long")), "attempts_exhausted: attempt budget spent after 1 attempts: timeout: model took too long"},
 		{"from a step", idempotency.Final("invalid_request", errors.New("bad step input")), "invalid_request: bad step input"},
 	}
 	for _, tc := range tests {

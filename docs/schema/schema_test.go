@@ -315,10 +315,6 @@ func nested(depth int) string {
 	return `{"content":"deep","x":` + strings.Repeat(`{"x":`, depth-2) + `{}` + strings.Repeat(`}`, depth-2) + `}`
 }
 
-// badMaxWords is what summarize answers for a max_words it cannot read: it
-// reports every input it cannot decode as a problem with content.
-const badMaxWords = "input.content"
-
 var dataCases = []dataCase{
 	// Accepted.
 	{name: "minimal summarize", data: data(nil)},
@@ -340,6 +336,8 @@ var dataCases = []dataCase{
 	{name: "summarize max_words and other members", data: data(map[string]string{"input": `{"content":"x","max_words":60,"language":"en"}`})},
 	{name: "summarize max_words negative", data: data(map[string]string{"input": `{"content":"x","max_words":-5}`})},
 	{name: "summarize max_words null", data: data(map[string]string{"input": `{"content":"x","max_words":null}`})},
+	{name: "summarize max_words 60.0", data: data(map[string]string{"input": `{"content":"x","max_words":60.0}`})},
+	{name: "summarize max_words 6e1", data: data(map[string]string{"input": `{"content":"x","max_words":6e1}`})},
 	{name: "input nested 63 deep", data: data(map[string]string{"input": nested(63)})},
 
 	// Rejected by the parser.
@@ -385,9 +383,11 @@ var dataCases = []dataCase{
 	{name: "summarize content empty", data: data(map[string]string{"input": `{"content":""}`}), want: "invalid_request", field: "content"},
 	{name: "summarize content null", data: data(map[string]string{"input": `{"content":null}`}), want: "invalid_request", field: "content"},
 	{name: "summarize content a number", data: data(map[string]string{"input": `{"content":5}`}), want: "invalid_request", field: "content"},
-	{name: "summarize max_words a string", data: data(map[string]string{"input": `{"content":"x","max_words":"60"}`}), want: "invalid_request", field: "max_words", says: badMaxWords},
-	{name: "summarize max_words a fraction", data: data(map[string]string{"input": `{"content":"x","max_words":1.5}`}), want: "invalid_request", field: "max_words", says: badMaxWords},
-	{name: "summarize max_words beyond int64", data: data(map[string]string{"input": `{"content":"x","max_words":9223372036854775808}`}), want: "invalid_request", field: "max_words", says: badMaxWords},
+	{name: "summarize max_words a string", data: data(map[string]string{"input": `{"content":"x","max_words":"60"}`}), want: "invalid_request", field: "max_words", says: "input.max_words"},
+	{name: "summarize max_words a fraction", data: data(map[string]string{"input": `{"content":"x","max_words":1.5}`}), want: "invalid_request", field: "max_words", says: "input.max_words"},
+	{name: "summarize max_words beyond int64", data: data(map[string]string{"input": `{"content":"x","max_words":9223372036854775808}`}), want: "invalid_request", field: "max_words", says: "input.max_words"},
+	{name: "summarize max_words beyond int64 as a double", data: data(map[string]string{"input": `{"content":"x","max_words":1e19}`}), want: "invalid_request", field: "max_words", says: "input.max_words"},
+	{name: "summarize Content in capitals", data: data(map[string]string{"input": `{"Content":"x"}`}), want: "invalid_request", field: "content"},
 	{name: "keywords without text", data: data(kw(`{"content":"x"}`)), want: "invalid_request", field: "text"},
 	{name: "keywords text only white space", data: data(kw(`{"text":" \t\u3000\n"}`)), want: "invalid_request", field: "text"},
 	{name: "keywords text null", data: data(kw(`{"text":null}`)), want: "invalid_request", field: "text"},
@@ -405,10 +405,10 @@ var dataCases = []dataCase{
 		want: "invalid_request", field: "input", gap: "JSON Schema numbers have no range; RFC 8785 needs IEEE-754 doubles"},
 	{name: "unpaired surrogate in input", data: data(map[string]string{"input": `{"content":"\ud800"}`}),
 		want: "malformed_event", gap: "a JSON reader turns the escape into U+FFFD; the function refuses it"},
-	{name: "summarize max_words 60.0", data: data(map[string]string{"input": `{"content":"x","max_words":60.0}`}),
-		want: "invalid_request", field: "max_words", says: badMaxWords, gap: "JSON Schema's integer is a value (60.0 is one); Go's int wants an integer literal"},
-	{name: "summarize Content in capitals", data: data(map[string]string{"input": `{"Content":"x"}`}),
-		gap: "encoding/json matches member names case-insensitively; the schema names content exactly"},
+	{name: "input integer a double cannot hold", data: data(map[string]string{"input": `{"content":"x","order_id":12345678901234567890}`}),
+		want: "invalid_request", field: "input.order_id", gap: "JSON Schema numbers are exact values; the function refuses one a double cannot hold, which RFC 8785 would merge with its neighbours"},
+	{name: "data fraction a double cannot hold", data: data(map[string]string{"rate": `0.10000000000000000001`}),
+		want: "invalid_request", field: "data.rate", gap: "JSON Schema numbers are exact values; the function refuses one a double cannot hold, which RFC 8785 would merge with its neighbours"},
 	{name: "notify.url with only a port", data: data(map[string]string{"notify": `{"url":"http://:8080/x"}`}),
 		gap: "net/url takes \":8080\" as a host; the schema wants a host name"},
 }

@@ -313,7 +313,10 @@ func retryableBudget(t *testing.T, h Harness) {
 	}
 	want(t, "decision", res.Decision, idempotency.DecisionRepeatDone)
 	want(t, "status", res.Record.Status, driver.StatusFailedFinal)
-	want(t, "code", res.Record.LastErrorCode, "rate_limited")
+	want(t, "code", res.Record.LastErrorCode, driver.ExhaustedCode) // docs/library.md: the budget, not the last cause
+	if !strings.Contains(res.Record.LastError, "rate_limited") {
+		t.Fatalf("the last cause is lost: %q", res.Record.LastError)
+	}
 }
 
 func finalTerminal(t *testing.T, h Harness) {

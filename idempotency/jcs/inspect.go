@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
+	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -81,10 +82,10 @@ func walk(raw []byte) error {
 				}
 			}
 		case '0':
-			// Underflow rounds to (signed) zero without error, as JSON.parse
-			// does; only overflow to ±Inf is refused.
-			if f, _ := strconv.ParseFloat(tok.String(), 64); math.IsInf(f, 0) {
-				return fmt.Errorf("%w: %.40q is not a finite IEEE-754 double", ErrNumber, tok.String())
+			// Overflow, underflow and digits a double cannot hold are all
+			// refused: each would share a key with another number.
+			if ne := numberError(pathOf(dec.StackPointer(), stack), tok.String()); ne != nil {
+				return ne
 			}
 		}
 	}
@@ -136,6 +137,36 @@ func badString(at []byte) bool {
 	}
 	_, ok = escapedUnit(at[6:])
 	return ok
+}
+
+// pathOf writes the JSON Pointer p of a value as a field path: member
+// names as .name (or ["name"] when not a plain identifier), array indexes
+// as [i]. stack says which tokens are indexes.
+func pathOf(p jsontext.Pointer, stack []frame) string {
+	var b strings.Builder
+	i := 0
+	for tok := range p.Tokens() {
+		switch {
+		case i < len(stack) && !stack[i].object:
+			b.WriteString("[" + tok + "]")
+		case plainName(tok):
+			b.WriteString("." + tok)
+		default:
+			q, _ := jsontext.AppendQuote(nil, tok)
+			b.WriteString("[" + string(q) + "]")
+		}
+		i++
+	}
+	return b.String()
+}
+
+func plainName(s string) bool {
+	for i, c := range s {
+		if c != '_' && !unicode.IsLetter(c) && (i == 0 || !unicode.IsDigit(c)) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // escapedUnit decodes the \uXXXX escape s begins with.

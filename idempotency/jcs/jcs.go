@@ -11,7 +11,10 @@
 // adds the two rules jsontext does not have: a number that overflows a
 // double is an error (jsontext clamps it to the largest double, so 1e400
 // and 1.7976931348623157e308 would share a key), and nesting is bounded by
-// MaxDepth (jsontext allows 10000). It also sorts every failure into one of
+// MaxDepth (jsontext allows 10000). A third rule is the project's own: a
+// number whose exact value its canonical form does not keep (a double
+// cannot hold 12345678901234567890) is an error, so that two different
+// inputs never share a key (exact.go, docs/design.md §4). It also sorts every failure into one of
 // the sentinels below.
 package jcs
 
@@ -40,7 +43,9 @@ var (
 	// ErrInvalidString reports a string (value or member name) holding
 	// invalid UTF-8 or an unpaired UTF-16 surrogate escape.
 	ErrInvalidString = errors.New("jcs: invalid string")
-	// ErrNumber reports a number that is not a finite IEEE-754 double.
+	// ErrNumber reports a number that is not a finite IEEE-754 double, or
+	// whose exact value is not that of its canonical form (exact.go); the
+	// error is then a *NumberError, which says where.
 	ErrNumber = errors.New("jcs: number out of range")
 	// ErrDuplicateKey reports an object with two members of the same name.
 	ErrDuplicateKey = errors.New("jcs: duplicate object member name")
@@ -55,13 +60,14 @@ var clampedMax = []byte("1.7976931348623157e+308")
 // Canonicalize parses raw as a single JSON value (surrounding whitespace
 // allowed) and returns its RFC 8785 canonical form.
 //
-// jsontext does the work in one pass; the input is walked a second time
-// (inspect) only when that pass fails, when the output holds the largest
-// double (which may be a clamped overflow), or when the output nests deeper
-// than MaxDepth, so ordinary inputs pay for neither check.
+// jsontext does the work in one pass, and a scan of the input's numbers
+// (numbersExact) checks that each has the value its canonical form names;
+// the input is walked a second time (inspect) only when one of them fails,
+// when the output holds the largest double (which may be a clamped
+// overflow), or when the output nests deeper than MaxDepth.
 func Canonicalize(raw []byte) ([]byte, error) {
 	out := jsontext.Value(append(make([]byte, 0, len(raw)), raw...))
-	if err := out.Canonicalize(); err != nil || bytes.Contains(out, clampedMax) || NestedDeeper(out, MaxDepth) {
+	if err := out.Canonicalize(); err != nil || bytes.Contains(out, clampedMax) || NestedDeeper(out, MaxDepth) || !numbersExact(raw) {
 		if ierr := inspect(raw); ierr != nil {
 			return nil, ierr
 		}

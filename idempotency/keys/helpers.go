@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,9 +28,16 @@ func FromPaths(doc []byte, paths ...string) (string, error) {
 	if len(paths) == 0 {
 		return "", errors.New("keys: FromPaths needs at least one path")
 	}
+	// Numbers stay as written (json.Number): a float64 would merge
+	// 12345678901234567890 with …891 before JCS could refuse either.
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
 	var root any
-	if err := json.Unmarshal(doc, &root); err != nil {
+	if err := dec.Decode(&root); err != nil {
 		return "", fmt.Errorf("keys: %w", err)
+	}
+	if dec.More() {
+		return "", errors.New("keys: more than one JSON value")
 	}
 	sel := make(map[string]any, len(paths))
 	for _, p := range paths {
@@ -98,6 +106,10 @@ func FromFingerprint(fingerprint string) string {
 
 func hashValue(v any) (string, error) {
 	canon, err := jcs.Marshal(v)
+	var ne *jcs.NumberError
+	if errors.As(err, &ne) {
+		return "", &numberError{"keys: " + ne.Describe("$"), []error{ne}}
+	}
 	if err != nil {
 		return "", fmt.Errorf("keys: %w", err)
 	}

@@ -4,7 +4,9 @@
 //
 // Everything is hashed over RFC 8785 canonical JSON (package jcs), so member
 // order and whitespace in the event never change a key, while any difference
-// in meaning does.
+// in meaning does: a number whose exact value a double cannot keep is
+// refused (ErrInvalidField wrapping jcs.ErrNumber, naming its path) rather
+// than merged with its neighbours.
 package keys
 
 import (
@@ -94,7 +96,7 @@ func Derive(f Fields) (Derived, error) {
 	// formed.
 	canon, err := jcs.Canonicalize(f.Input)
 	if err != nil {
-		return Derived{}, fmt.Errorf("%w: input: %w", ErrInvalidField, err)
+		return Derived{}, fieldError("input", err)
 	}
 
 	inputSum := sum(canon)
@@ -129,10 +131,36 @@ func Derive(f Fields) (Derived, error) {
 func Fingerprint(data json.RawMessage) (string, error) {
 	canon, err := jcs.Canonicalize(data)
 	if err != nil {
+		var ne *jcs.NumberError
+		if errors.As(err, &ne) { // the fingerprint is over data: say where in it
+			return "", &numberError{"keys: fingerprint: " + ne.Describe("data"), []error{ne}}
+		}
 		return "", fmt.Errorf("keys: fingerprint: %w", err)
 	}
 	return sum(canon), nil
 }
+
+// fieldError is ErrInvalidField for the JSON value of field that JCS
+// refused: a number it refuses is named by its path under field, with what
+// to send instead (docs/design.md §4).
+func fieldError(field string, err error) error {
+	var ne *jcs.NumberError
+	if errors.As(err, &ne) {
+		return &numberError{ErrInvalidField.Error() + ": " + ne.Describe(field), []error{ErrInvalidField, ne}}
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInvalidField, field, err)
+}
+
+// numberError is a refused number said once: what to do about it, while
+// errors.Is still finds the sentinels (jcs.ErrNumber through the
+// *jcs.NumberError).
+type numberError struct {
+	msg  string
+	errs []error
+}
+
+func (e *numberError) Error() string   { return e.msg }
+func (e *numberError) Unwrap() []error { return e.errs }
 
 // hashStrings hashes the canonical object of name, value pairs; Derive has
 // checked that every value is valid UTF-8.

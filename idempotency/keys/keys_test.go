@@ -319,3 +319,58 @@ func TestLegacyPayloadHashIsTheOldOne(t *testing.T) {
 		t.Fatalf("a derived input_version has one payload hash: legacy %q %v", derived.LegacyPayloadHash, err)
 	}
 }
+
+// TestNumbersNeverMerge: two inputs that differ only in a number a double
+// cannot hold would share a key under plain RFC 8785; every derivation
+// refuses such a number instead, naming where it is — the key, with or
+// without an explicit idempotency_key, the fingerprint (so KEY_FALLBACK's
+// key too) and the helpers.
+func TestNumbersNeverMerge(t *testing.T) {
+	base := Fields{TenantID: "t1", TaskType: "summarize", Operation: "summarize"}
+	for _, tc := range []struct {
+		name  string
+		input string
+		key   string
+	}{
+		{"content key", `{"order_id":12345678901234567890}`, ""},
+		{"explicit key", `{"order_id":12345678901234567890}`, "order-1"},
+		{"nested fraction", `{"lines":[{"rate":0.10000000000000000001}]}`, ""},
+	} {
+		f := base
+		f.Input, f.IdempotencyKey = json.RawMessage(tc.input), tc.key
+		_, err := Derive(f)
+		if !errors.Is(err, ErrInvalidField) || !errors.Is(err, jcs.ErrNumber) ||
+			!strings.Contains(err.Error(), "input.") || !strings.Contains(err.Error(), "send it as a string") {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	if _, err := Fingerprint(json.RawMessage(`{"input":{},"seq":[9007199254740993]}`)); !errors.Is(err, jcs.ErrNumber) ||
+		!strings.Contains(err.Error(), "data.seq[0]") {
+		t.Errorf("fingerprint: %v", err)
+	}
+	a, errA := FromPaths([]byte(`{"data":{"order_id":12345678901234567890}}`), "data.order_id")
+	b, errB := FromPaths([]byte(`{"data":{"order_id":12345678901234567891}}`), "data.order_id")
+	if errA == nil || errB == nil || !errors.Is(errA, jcs.ErrNumber) {
+		t.Errorf("FromPaths: %s %v, %s %v", a, errA, b, errB)
+	}
+	if k, err := FromPaths([]byte(`{"data":{"order_id":12345}}`), "data.order_id"); err != nil || k == "" {
+		t.Errorf("FromPaths of an exact number: %q %v", k, err)
+	}
+	if _, err := LLMRequest("m", []any{map[string]any{"seed": uint64(12345678901234567891)}}); !errors.Is(err, jcs.ErrNumber) {
+		t.Errorf("LLMRequest: %v", err)
+	}
+	// The spellings of one value are one key.
+	var keys []string
+	for _, in := range []string{`{"n":1}`, `{"n":1.0}`, `{"n":1e0}`, `{"n":10E-1}`} {
+		f := base
+		f.Input = json.RawMessage(in)
+		d, err := Derive(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, d.Key)
+	}
+	if keys[0] != keys[1] || keys[1] != keys[2] || keys[2] != keys[3] {
+		t.Errorf("one value, keys %v", keys)
+	}
+}

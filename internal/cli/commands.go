@@ -43,7 +43,7 @@ func setupInvoke(flags *flag.FlagSet) action {
 		if err != nil {
 			return r.badUsage("%v", err)
 		}
-		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+		return r.withApp(ctx, checkOutcome, func(a *app.App) int {
 			if *reqID == "" {
 				*reqID = "local-" + strconv.Itoa(os.Getpid())
 			}

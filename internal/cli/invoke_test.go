@@ -113,6 +113,17 @@ func TestInvokeSampleBatchOffline(t *testing.T) {
 	}
 }
 
+// With the store down, `main invoke` still prints the outcome JSON
+// (docs/events.md), store_unavailable and retryable, and exits 4.
+func TestInvokeStoreDownPrintsOutcome(t *testing.T) {
+	setEnv(t, "MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s")
+	stdout, stderr, code := cli("invoke", "--event", event("eventbridge-single.json"))
+	o := outcome(t, stdout)
+	if code != ExitStoreUnavailable || o["errorType"] != "store_unavailable" || o["retryable"] != true || o["status"] != "REJECTED" {
+		t.Fatalf("exit %d, %v\n%s", code, o, stderr)
+	}
+}
+
 // One row per exit code a command can end with.
 func TestExitCodes(t *testing.T) {
 	tests := []struct {

@@ -62,6 +62,12 @@ func TestBeforeMigrate(t *testing.T) {
 		t.Run(args[0], func(t *testing.T) {
 			stdout, stderr, code := cli(args...)
 			msg := lastLine(stderr)
+			if args[0] == "invoke" { // it answers with the outcome, as the function would
+				if o := outcome(t, stdout); o["errorType"] != app.CodeSchemaMissing || o["retryable"] != true {
+					t.Fatalf("invoke: outcome %v", o)
+				}
+				stdout = ""
+			}
 			if code != ExitStoreUnavailable || stdout != "" || !strings.HasPrefix(msg, "schema_missing: ") ||
 				!strings.Contains(msg, "run `main migrate` first") {
 				t.Fatalf("exit %d, stdout %q, message %q", code, stdout, msg)

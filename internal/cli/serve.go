@@ -105,6 +105,10 @@ type storeCheck int
 const (
 	checkNone   storeCheck = iota // the command checks for itself (migrate)
 	checkSchema                   // answers and is migrated (app.Warm)
+	// checkOutcome is checkSchema for a command that answers with an
+	// outcome (invoke): a store that fails the check is answered with the
+	// outcome JSON the function would give, on stdout, as well.
+	checkOutcome
 )
 
 // withApp opens the wired function for the command r names, checks the
@@ -113,13 +117,20 @@ const (
 func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App) int) int {
 	a, err := open(r.stderr, r.name)
 	if err != nil {
-		return openFailed(r.stderr, err)
+		code := openFailed(r.stderr, err)
+		if check == checkOutcome && code != ExitUsage {
+			printJSON(r.stdout, handler.ErrorReply("", err).Body)
+		}
+		return code
 	}
 	defer a.Close()
-	if check == checkSchema {
+	if check != checkNone {
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := a.Warm(wctx)
 		cancel()
+		if err != nil && check == checkOutcome {
+			printJSON(r.stdout, []byte(a.Redactor.Redact(string(handler.ErrorReply("", err).Body))))
+		}
 		if err != nil {
 			return r.fail(err, a.Redactor.Redact)
 		}
