@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
 )
 
@@ -80,9 +80,9 @@ func wholeNumber(v jsontext.Value) (int, error) {
 	default:
 		return 0, fmt.Errorf("must be an integer, got %s", jsonKindName(v.Kind()))
 	}
-	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+	n, ok := event.WholeNumber(string(v))
+	if !ok || n < math.MinInt || n > math.MaxInt {
 		return 0, fmt.Errorf("must be an integer (a whole number within int64), got %s", v)
 	}
-	return int(f), nil
+	return int(n), nil
 }

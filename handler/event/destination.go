@@ -3,8 +3,6 @@ package event
 import (
 	"encoding/json"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -45,15 +43,15 @@ type FailureDestination struct {
 type destinationWire struct {
 	Timestamp      json.RawMessage `json:"timestamp"`
 	RequestContext *struct {
-		RequestID              string `json:"requestId"`
-		FunctionARN            string `json:"functionArn"`
-		Condition              string `json:"condition"`
-		ApproximateInvokeCount int    `json:"approximateInvokeCount"`
+		RequestID              string   `json:"requestId"`
+		FunctionARN            string   `json:"functionArn"`
+		Condition              string   `json:"condition"`
+		ApproximateInvokeCount wholeInt `json:"approximateInvokeCount"`
 	} `json:"requestContext"`
 	RequestPayload  *string `json:"requestPayload"`
 	ResponseContext *struct {
-		StatusCode    int    `json:"statusCode"`
-		FunctionError string `json:"functionError"`
+		StatusCode    wholeInt `json:"statusCode"`
+		FunctionError string   `json:"functionError"`
 	} `json:"responseContext"`
 	ResponsePayload json.RawMessage `json:"responsePayload"`
 }
@@ -65,6 +63,7 @@ func parseDestination(body []byte) (*FailureDestination, error) {
 		if errors.As(err, &te) {
 			return nil, newError(TypeInvalidRequest, te.Field, "failure-destination message: %s must be %s, got %s", te.Field, te.Type, te.Value)
 		}
+
 		return nil, newError(TypeInvalidRequest, "", "failure-destination message: %v", err)
 	}
 	if w.RequestContext == nil {
@@ -74,7 +73,7 @@ func parseDestination(body []byte) (*FailureDestination, error) {
 		RequestID:              w.RequestContext.RequestID,
 		FunctionARN:            w.RequestContext.FunctionARN,
 		Condition:              w.RequestContext.Condition,
-		ApproximateInvokeCount: w.RequestContext.ApproximateInvokeCount,
+		ApproximateInvokeCount: int(w.RequestContext.ApproximateInvokeCount),
 		ResponsePayload:        w.ResponsePayload,
 	}
 	ts, terr := destinationTime(w.Timestamp)
@@ -86,7 +85,7 @@ func parseDestination(body []byte) (*FailureDestination, error) {
 		d.RequestPayload = *w.RequestPayload
 	}
 	if w.ResponseContext != nil {
-		d.StatusCode = w.ResponseContext.StatusCode
+		d.StatusCode = int(w.ResponseContext.StatusCode)
 		d.FunctionError = w.ResponseContext.FunctionError
 	}
 	return d, nil
@@ -141,7 +140,7 @@ func destinationTime(raw json.RawMessage) (time.Time, error) {
 				return t, nil
 			}
 		}
-	} else if ms, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err == nil {
+	} else if ms, ok := WholeNumber(string(raw)); ok {
 		return time.UnixMilli(ms).UTC(), nil
 	}
 	return time.Time{}, newError(TypeInvalidRequest, "timestamp", "must be Unix milliseconds or an RFC 3339 string, got %s", raw)

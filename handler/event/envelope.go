@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"math"
 	"mime"
 	"net/url"
 	"slices"
@@ -131,6 +132,11 @@ func dataAttrs(env *envelope) error {
 	// as the task's rule, before the SDK reads it.
 	if present(attrs, "data") && jsonKind(attrs["data"]) != '"' && !isJSONMediaType(env.DataContentType) {
 		return newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
+	}
+	if jsonKind(attrs["data"]) == '{' { // before the SDK, whose reader refuses 1e400 with a dump of its own
+		if err := exactNumbers(attrs["data"]); err != nil {
+			return err
+		}
 	}
 	if present(attrs, "data_base64") {
 		s, ok := stringValue(attrs["data_base64"])
@@ -331,9 +337,9 @@ func extensionValue(raw json.RawMessage) (string, string) {
 		return s, ""
 	case '{', '[':
 		return "", "extension values must be a string, boolean or integer, not an object or array"
-	default:
-		n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 32)
-		if err != nil {
+	default: // any spelling of the integer: 10, 10.0 and 1e1 are one JSON number
+		n, ok := WholeNumber(string(raw))
+		if !ok || n < math.MinInt32 || n > math.MaxInt32 {
 			return "", "extension numbers must be integers in the signed 32-bit range, got " + strings.TrimSpace(string(raw))
 		}
 		return strconv.FormatInt(n, 10), ""

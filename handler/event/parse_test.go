@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -266,7 +267,7 @@ func TestParseRejects(t *testing.T) {
 		{"datacontenttype without subtype", mkEvent(goodData, `"datacontenttype":"application"`), TypeInvalidEnvelope, "datacontenttype", KindSingle},
 		{"time without zone", mkEvent(goodData, `"time":"2026-11-30T07:00:00"`), TypeInvalidEnvelope, "time", KindSingle},
 		{"extension float", mkEvent(goodData, `"aliyunretry":1.5`), TypeInvalidEnvelope, "aliyunretry", KindSingle},
-		{"extension exponent", mkEvent(goodData, `"aliyunretry":1e3`), TypeInvalidEnvelope, "aliyunretry", KindSingle},
+		{"extension exponent beyond int32", mkEvent(goodData, `"aliyunretry":3e9`), TypeInvalidEnvelope, "aliyunretry", KindSingle},
 		{"extension beyond int32", mkEvent(goodData, `"aliyunretry":2147483648`), TypeInvalidEnvelope, "aliyunretry", KindSingle},
 		{"extension object", mkEvent(goodData, `"aliyunmeta":{"a":1}`), TypeInvalidEnvelope, "aliyunmeta", KindSingle},
 		{"extension array", mkEvent(goodData, `"aliyunmeta":[1]`), TypeInvalidEnvelope, "aliyunmeta", KindSingle},
@@ -559,4 +560,35 @@ func TestError(t *testing.T) {
 			t.Error("an identical *Error should match")
 		}
 	})
+}
+
+// An integer extension is a JSON number with an integral value, in any
+// spelling: 1000, 1000.0 and 1e3 are one value (and one canonical form).
+func TestExtensionIntegerSpellings(t *testing.T) {
+	for _, lit := range []string{"1000", "1000.0", "1e3", "10000e-1", "1.000E+3"} {
+		inv, err := Parse(mkEvent(goodData, `"aliyunretry":`+lit))
+		if err != nil || inv.Tasks[0].Extensions["aliyunretry"] != "1000" {
+			t.Errorf("%s: %v %v", lit, err, inv)
+		}
+	}
+}
+
+// WholeNumber reads every spelling of a whole number within int64, and
+// answers at once for a power no int64 can be (big.Rat would compute
+// 10^999999999 first: without the guard this test does not end).
+func TestWholeNumber(t *testing.T) {
+	for _, tc := range []struct {
+		lit  string
+		want int64
+		ok   bool
+	}{
+		{"60", 60, true}, {"60.0", 60, true}, {"6e1", 60, true}, {"600E-1", 60, true}, {"-0", 0, true},
+		{"9223372036854775807", math.MaxInt64, true}, {"-9223372036854775808", math.MinInt64, true},
+		{"9223372036854775808", 0, false}, {"1.5", 0, false}, {"1e19", 0, false}, {"0e999999999", 0, true},
+		{"1e999999999", 0, false}, {"1e-999999999", 0, false}, {"\"6\"", 0, false}, {"", 0, false},
+	} {
+		if n, ok := WholeNumber(tc.lit); n != tc.want || ok != tc.ok {
+			t.Errorf("WholeNumber(%s) = %d, %v; want %d, %v", tc.lit, n, ok, tc.want, tc.ok)
+		}
+	}
 }

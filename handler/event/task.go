@@ -3,8 +3,11 @@ package event
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
+
+	"github.com/idemgate/idemgate/idempotency/jcs"
 )
 
 // Task is one task event: the data of docs/design.md §4 plus the envelope fields the
@@ -170,6 +173,9 @@ func embeddedObject(b []byte, field string) (json.RawMessage, error) {
 	if jsonKind(b) != '{' {
 		return nil, newError(TypeInvalidRequest, field, "does not hold a JSON object")
 	}
+	if err := exactNumbers(b); err != nil {
+		return nil, err
+	}
 	return json.RawMessage(strings.TrimSpace(string(b))), nil
 }
 
@@ -195,4 +201,15 @@ func identifier(fields map[string]json.RawMessage, name string, required bool) (
 		return "", newError(TypeInvalidRequest, name, "must not start or end with white space")
 	}
 	return s, nil
+}
+
+// exactNumbers refuses a number in the task data that a double cannot hold
+// exactly (docs/design.md §4: it would share its key with its neighbours),
+// naming its path from data, the same whichever way data came.
+func exactNumbers(data []byte) error {
+	var ne *jcs.NumberError
+	if errors.As(jcs.CheckNumbers(data), &ne) {
+		return newError(TypeInvalidRequest, "data"+ne.Path, "%s", ne.Describe("data"))
+	}
+	return nil
 }

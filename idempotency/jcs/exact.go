@@ -2,6 +2,7 @@ package jcs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -47,6 +48,22 @@ func (e *NumberError) Describe(field string) string {
 	}
 	return fmt.Sprintf("%s%s: %s is more precise than an IEEE-754 double: RFC 8785 would write it as %s, like every number that rounds there; send it as a string",
 		field, e.Path, e.Literal, e.Canonical)
+}
+
+// CheckNumbers returns a *NumberError for the first number of the JSON
+// text raw (in text order) that Canonicalize would refuse, or nil: the
+// number rule alone, for a reader that must refuse such a number before it
+// canonicalises anything (handler/event). On text that is not JSON the
+// answer means nothing.
+func CheckNumbers(raw []byte) error {
+	if numbersExact(raw) {
+		return nil
+	}
+	var ne *NumberError
+	if errors.As(inspect(raw), &ne) {
+		return ne
+	}
+	return nil
 }
 
 // numberError describes the number literal lit at path, or returns nil
