@@ -55,6 +55,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/idemgate/idemgate/docs/schema"
 	"github.com/idemgate/idemgate/handler"
 	evt "github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/handler/llm"
@@ -106,13 +107,7 @@ func newExplorer(f *testing.F) *explorer {
 	p := &handler.Pipeline{Engine: idempotency.New(store, idempotency.WithLogger(log)),
 		Results: func(context.Context, handler.Credentials) (handler.ResultStore, error) { return local, nil },
 		Model:   llm.NewOffline(), Tasks: handler.Builtin(), Notify: nopNotifier{}, Log: log}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	abs, err := filepath.Abs(filepath.Join("..", "docs", "schema", "task-event.schema.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	sch, err := c.Compile(abs)
+	sch, err := schema.Compile(schema.TaskEvent)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -58,6 +58,14 @@ func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, err
 			return env, err
 		}
 	}
+	// The task data's numbers, after the envelope (so the same error comes
+	// first whether data is an object or a string) and before the SDK, whose
+	// reader refuses 1e400 with a dump of its own.
+	if jsonKind(attrs["data"]) == '{' {
+		if err := exactNumbers(attrs["data"]); err != nil {
+			return env, err
+		}
+	}
 	return env, sdkCheck(raw, attrs)
 }
 
@@ -132,11 +140,6 @@ func dataAttrs(env *envelope) error {
 	// as the task's rule, before the SDK reads it.
 	if present(attrs, "data") && jsonKind(attrs["data"]) != '"' && !isJSONMediaType(env.DataContentType) {
 		return newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
-	}
-	if jsonKind(attrs["data"]) == '{' { // before the SDK, whose reader refuses 1e400 with a dump of its own
-		if err := exactNumbers(attrs["data"]); err != nil {
-			return err
-		}
 	}
 	if present(attrs, "data_base64") {
 		s, ok := stringValue(attrs["data_base64"])

@@ -209,7 +209,7 @@ func identifier(fields map[string]json.RawMessage, name string, required bool) (
 func exactNumbers(data []byte) error {
 	var ne *jcs.NumberError
 	if errors.As(jcs.CheckNumbers(data), &ne) {
-		return newError(TypeInvalidRequest, "data"+ne.Path, "%s", ne.Describe("data"))
+		return newError(TypeInvalidRequest, "data"+ne.Path, "%s", ne.Reason())
 	}
 	return nil
 }

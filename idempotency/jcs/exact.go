@@ -42,12 +42,15 @@ func (e *NumberError) Unwrap() error { return ErrNumber }
 
 // Describe says what is wrong with the number at field+Path and what the
 // producer should send instead.
-func (e *NumberError) Describe(field string) string {
+func (e *NumberError) Describe(field string) string { return field + e.Path + ": " + e.Reason() }
+
+// Reason is Describe without the place.
+func (e *NumberError) Reason() string {
 	if e.Overflow {
-		return fmt.Sprintf("%s%s: %s is beyond the largest IEEE-754 double; send it as a string", field, e.Path, e.Literal)
+		return fmt.Sprintf("%s is beyond the largest IEEE-754 double; send it as a string", e.Literal)
 	}
-	return fmt.Sprintf("%s%s: %s is more precise than an IEEE-754 double: RFC 8785 would write it as %s, like every number that rounds there; send it as a string",
-		field, e.Path, e.Literal, e.Canonical)
+	return fmt.Sprintf("%s is more precise than an IEEE-754 double: RFC 8785 would write it as %s, like every number that rounds there; send it as a string",
+		e.Literal, e.Canonical)
 }
 
 // CheckNumbers returns a *NumberError for the first number of the JSON
