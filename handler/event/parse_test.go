@@ -592,3 +592,31 @@ func TestWholeNumber(t *testing.T) {
 		}
 	}
 }
+
+// TaskFromData reads a data object as Parse reads an event's data: the
+// same fields, and the same refusals, named alike.
+func TestTaskFromData(t *testing.T) {
+	inv, err := Parse(mkEvent(goodData, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := TaskFromData([]byte(" "+goodData+"\n"), Options{})
+	want := inv.Tasks[0]
+	if err != nil || got.TenantID != want.TenantID || got.TaskType != want.TaskType || got.Operation != want.Operation ||
+		string(got.Input) != string(want.Input) || string(got.Data) != string(want.Data) || got.EventID != "" {
+		t.Fatalf("TaskFromData = %+v, %v; Parse's task %+v", got, err, want)
+	}
+	for _, tc := range []struct{ data, typ, field string }{
+		{`[]`, TypeInvalidRequest, "data"},
+		{`{"tenant_id":"a","tenant_id":"b"}`, TypeMalformedEvent, "tenant_id"},
+		{`{"task_type":"summarize","operation":"o","input":{}}`, TypeInvalidRequest, "tenant_id"},
+		{`{"tenant_id":"t","task_type":"summarize","operation":"o","input":{"n":12345678901234567890}}`, TypeInvalidRequest, "data.input.n"},
+		{`{"tenant_id":"t","task_type":"summarize","operation":"o","input":{},"notify":{}}`, TypeInvalidRequest, "notify.url"},
+	} {
+		_, err := TaskFromData([]byte(tc.data), Options{})
+		var e *Error
+		if !errors.As(err, &e) || e.Type != tc.typ || e.Field != tc.field {
+			t.Errorf("%s: %v; want %s on %s", tc.data, err, tc.typ, tc.field)
+		}
+	}
+}

@@ -69,20 +69,40 @@ func taskFromEnvelope(env *envelope, o Options) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	t, err := taskFromData(data, o)
+	if err != nil {
+		return nil, err
+	}
+	t.EventSource, t.EventID, t.EventType = env.Source, env.ID, env.Type
+	t.Subject, t.Time, t.DataContentType, t.Extensions = env.Subject, env.Time, env.DataContentType, env.Extensions
+	return t, nil
+}
+
+// TaskFromData builds a task from the bytes of a task data object alone
+// (docs/events.md, The task data), with the rules Parse applies to the data
+// of a CloudEvent: for an entry that receives the data without an envelope.
+// The envelope fields of the Task are empty; every error is an *Error.
+func TaskFromData(data []byte, o Options) (*Task, error) {
+	if err := checkStrictJSON(data); err != nil {
+		return nil, err
+	}
+	if jsonKind(data) != '{' {
+		return nil, newError(TypeInvalidRequest, "data", "must be a JSON object")
+	}
+	if err := exactNumbers(data); err != nil {
+		return nil, err
+	}
+	return taskFromData(json.RawMessage(trimJSONSpace(data)), o)
+}
+
+// taskFromData reads the fields of a data object whose text is strict JSON
+// and whose numbers are exact.
+func taskFromData(data json.RawMessage, o Options) (*Task, error) {
 	fields, ok := members(data)
 	if !ok {
 		return nil, newError(TypeInvalidRequest, "data", "must be a JSON object")
 	}
-	t := &Task{
-		Data:            data,
-		EventSource:     env.Source,
-		EventID:         env.ID,
-		EventType:       env.Type,
-		Subject:         env.Subject,
-		Time:            env.Time,
-		DataContentType: env.DataContentType,
-		Extensions:      env.Extensions,
-	}
+	t := &Task{Data: data}
 	for _, f := range []struct {
 		name     string
 		dst      *string
@@ -95,6 +115,7 @@ func taskFromEnvelope(env *envelope, o Options) (*Task, error) {
 		{"request_id", &t.RequestID, false},
 		{"idempotency_key", &t.IdempotencyKey, false},
 	} {
+		var err error
 		if *f.dst, err = identifier(fields, f.name, f.required); err != nil {
 			return nil, err
 		}
@@ -108,22 +129,30 @@ func taskFromEnvelope(env *envelope, o Options) (*Task, error) {
 	}
 	t.Input = in
 	if present(fields, "notify") {
-		var n struct {
-			URL *string `json:"url"`
+		n, err := notifyOf(fields["notify"])
+		if err != nil {
+			return nil, err
 		}
-		if jsonKind(fields["notify"]) != '{' || json.Unmarshal(fields["notify"], &n) != nil {
-			return nil, newError(TypeInvalidRequest, "notify", `must be an object {"url": "https://..."}`)
-		}
-		if n.URL == nil {
-			return nil, newError(TypeInvalidRequest, "notify.url", "required when notify is given")
-		}
-		u, perr := url.Parse(*n.URL)
-		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, newError(TypeInvalidRequest, "notify.url", "must be an absolute http(s) URL, got %q", *n.URL)
-		}
-		t.Notify = &Notify{URL: *n.URL}
+		t.Notify = n
 	}
 	return t, nil
+}
+
+func notifyOf(raw json.RawMessage) (*Notify, error) {
+	var n struct {
+		URL *string `json:"url"`
+	}
+	if jsonKind(raw) != '{' || json.Unmarshal(raw, &n) != nil {
+		return nil, newError(TypeInvalidRequest, "notify", `must be an object {"url": "https://..."}`)
+	}
+	if n.URL == nil {
+		return nil, newError(TypeInvalidRequest, "notify.url", "required when notify is given")
+	}
+	u, perr := url.Parse(*n.URL)
+	if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, newError(TypeInvalidRequest, "notify.url", "must be an absolute http(s) URL, got %q", *n.URL)
+	}
+	return &Notify{URL: *n.URL}, nil
 }
 
 func dataObject(env *envelope) (json.RawMessage, error) {

@@ -116,11 +116,19 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		a.Close()
 		return nil, err
 	}
-	a.Pipeline = &handler.Pipeline{Engine: a.Engine, Results: results, Model: model, Notify: notify.New(notify.Options{Timeout: 10 * time.Second,
-		Allow: cfg.NotifyAllowedHosts, SigningSecret: cfg.NotifySigningSecret}),
-		Tasks: handler.Builtin(), Log: log, KeyFallback: cfg.KeyFallback == "fingerprint",
-		Retention: handler.Retention{Records: cfg.Retention, Stats: cfg.StatsRetention, Tombstones: cfg.TombstoneAge()}}
+	a.Pipeline = Judge(cfg, log)
+	a.Pipeline.Engine, a.Pipeline.Results, a.Pipeline.Model = a.Engine, results, model
+	a.Pipeline.Retention = handler.Retention{Records: cfg.Retention, Stats: cfg.StatsRetention, Tombstones: cfg.TombstoneAge()}
 	return a, nil
+}
+
+// Judge is the part of the pipeline that judges an event before any claim
+// (task types, key fallback, notify): with no store, result store or model,
+// for `main validate`; Open completes it.
+func Judge(cfg config.Config, log *slog.Logger) *handler.Pipeline {
+	return &handler.Pipeline{Notify: notify.New(notify.Options{Timeout: 10 * time.Second,
+		Allow: cfg.NotifyAllowedHosts, SigningSecret: cfg.NotifySigningSecret}),
+		Tasks: handler.Builtin(), Log: log, KeyFallback: cfg.KeyFallback == "fingerprint"}
 }
 
 // LocalResultsDir is where result objects go without OSS.

@@ -8,19 +8,24 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
 
+	"github.com/idemgate/idemgate/docs/schema"
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/logx"
 )
 
 // commands are the operator's subcommands, in the order the usage lists them.
 var commands = []command{
 	{"invoke", "--event FILE [--request-id ID]", "run one event in-process and print the outcome JSON", envPipeline, setupInvoke},
+	{"validate", "--event FILE", "parse and check one event as the function would, without a store or a model: its kind, limits, key, payload hash, fingerprint and docs/schema verdict",
+		[]string{"KEY_FALLBACK", "NOTIFY_ALLOWED_HOSTS"}, setupValidate},
 	{"migrate", "[--create-database]", "apply the MySQL schema (MYSQL_DSN); idempotent", []string{"MYSQL_DSN"}, setupMigrate},
 	{"inspect", "--key K", "print the record of K, its steps, replays, objects and when its dedup window ends (no secrets)",
 		join(envStore, envResults, envRetention), setupInspect},
@@ -51,6 +56,28 @@ func setupInvoke(flags *flag.FlagSet) action {
 			printJSON(r.stdout, rep.Body)
 			return outcomeExit(rep.Status != 200, rep.ErrorType)
 		})
+	}
+}
+
+func setupValidate(flags *flag.FlagSet) action {
+	file := flags.String("event", "", "event file (CloudEvent, batch, timer); - for stdin")
+	return func(ctx context.Context, r *run) int {
+		if *file == "" {
+			return r.badUsage("--event FILE is required")
+		}
+		body, err := loadEvent(*file)
+		if err != nil {
+			return r.badUsage("%v", err)
+		}
+		cfg, err := config.Load(os.Getenv)
+		if err != nil {
+			return openFailed(r.stderr, errConfig{err})
+		}
+		p := app.Judge(cfg, logx.New(r.stderr, slog.LevelWarn, &logx.Redactor{}))
+		v := p.Validate(ctx, body, schema.ValidateData)
+		out, _ := json.MarshalIndent(v, "", "  ")
+		fmt.Fprintln(r.stdout, string(out))
+		return outcomeExit(!v.Valid, v.ErrorType)
 	}
 }
 

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+type validation struct {
+	Kind      string `json:"kind"`
+	Valid     bool   `json:"valid"`
+	ErrorType string `json:"errorType"`
+	Events    []struct {
+		IdempotencyKey string `json:"idempotency_key"`
+		PayloadHash    string `json:"payload_hash"`
+		Fingerprint    string `json:"fingerprint"`
+		ErrorType      string `json:"errorType"`
+		Schema         string `json:"schema"`
+	} `json:"events"`
+}
+
+// `main validate` judges each sample as the function does, with the exit
+// codes of invoke, and touches no store: with MYSQL_DSN naming a server
+// that does not answer it still answers, and the embedded store's
+// directory stays empty.
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		file, kind, errorType string
+		code, events          int
+		schemaValid           bool
+	}{
+		{"eventbridge-single.json", "single", "", ExitOK, 1, true},
+		{"eventbridge-batch.json", "batch", "", ExitOK, 3, true},
+		{"eventbridge-dead-letter.json", "single", "", ExitOK, 1, true},
+		{"invalid-missing-tenant.json", "single", "invalid_request", ExitFailed, 1, false},
+		{"malformed.json", "", "malformed_event", ExitFailed, 0, false},
+		{"timer-sweep.json", "timer", "", ExitOK, 0, false},
+		{"fc-failure-destination.json", "failure_destination", "dead_letter_message", ExitFailed, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			dir := t.TempDir()
+			setEnv(t, "MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s", "STATE_DIR="+dir)
+			stdout, stderr, code := cli("validate", "--event", event(tc.file))
+			var v validation
+			if err := json.Unmarshal([]byte(stdout), &v); err != nil || code != tc.code || v.Kind != tc.kind || len(v.Events) != tc.events {
+				t.Fatalf("exit %d, %v %+v\n%s%s", code, err, v, stdout, stderr)
+			}
+			errorType := v.ErrorType
+			for _, e := range v.Events {
+				errorType += e.ErrorType
+				if (e.Schema == "valid") != tc.schemaValid {
+					t.Errorf("schema verdict %q", e.Schema)
+				}
+				if e.ErrorType == "" && (len(e.IdempotencyKey) != 64 || len(e.PayloadHash) != 64 || len(e.Fingerprint) != 64) {
+					t.Errorf("identifiers missing: %+v", e)
+				}
+			}
+			if errorType != tc.errorType || v.Valid != (tc.code == ExitOK) {
+				t.Errorf("errorType %q valid %v", errorType, v.Valid)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("validate wrote %d entries to STATE_DIR", len(entries))
+			}
+		})
+	}
+}
+
+// The key validate prints is the key invoke runs under.
+func TestValidateKeyIsInvokeKey(t *testing.T) {
+	setEnv(t)
+	file := uniqueTask(t)
+	stdout, _, code := cli("validate", "--event", file)
+	var v validation
+	if json.Unmarshal([]byte(stdout), &v) != nil || code != ExitOK || len(v.Events) != 1 {
+		t.Fatalf("validate: exit %d\n%s", code, stdout)
+	}
+	out, stderr, code := cli("invoke", "--event", file)
+	if o := outcome(t, out); code != ExitOK || o["idempotency_key"] != v.Events[0].IdempotencyKey {
+		t.Fatalf("invoke: exit %d, %v; validate said %s\n%s", code, o, v.Events[0].IdempotencyKey, stderr)
+	}
+	if _, stderr, code := cli("validate"); code != ExitUsage || !strings.Contains(stderr, "--event FILE is required") {
+		t.Fatalf("no --event: exit %d %s", code, stderr)
+	}
+}
