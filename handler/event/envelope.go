@@ -24,6 +24,7 @@ type envelope struct {
 	DataContentType                 string
 	Extensions                      map[string]string
 	attrs                           map[string]json.RawMessage
+	data                            map[string]json.RawMessage // data's members, when it is an object
 }
 
 // specAttrs are the context attributes and data members CloudEvents 1.0 defines;
@@ -40,16 +41,10 @@ var specAttrs = map[string]bool{
 // upper-case extension names and 1.5 as an integer (truncating it). The SDK
 // then parses and validates as well, so anything it refuses is refused too.
 //
-// attrs is raw already decoded into members, when the caller has done that
-// (Parse has, for a single event); nil makes parseEnvelope decode it.
-func parseEnvelope(raw []byte, attrs map[string]json.RawMessage) (*envelope, error) {
-	if attrs == nil {
-		var ok bool
-		if attrs, ok = members(raw); !ok {
-			return nil, newError(TypeInvalidEnvelope, "", "a CloudEvent must be a JSON object")
-		}
-	}
-	env := &envelope{attrs: attrs}
+// obj is raw as the strict pass read it; the SDK reads raw itself.
+func parseEnvelope(raw []byte, obj *object) (*envelope, error) {
+	attrs := obj.members
+	env := &envelope{attrs: attrs, data: obj.data}
 	// Best effort, so that even a rejected event can be named in the outcome.
 	env.ID, _ = stringValue(attrs["id"])
 	env.Source, _ = stringValue(attrs["source"])

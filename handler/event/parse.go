@@ -92,30 +92,21 @@ type Options struct {
 
 // ParseWith is Parse with options.
 func ParseWith(body []byte, o Options) (*Invocation, error) {
-	// The strict pass also splits the body: an object into its members, an
-	// array (a batch) into its events.
-	kind := jsonKind(body)
-	var obj map[string]json.RawMessage
-	var els []json.RawMessage
-	if kind == '{' {
-		obj = make(map[string]json.RawMessage, 16)
-	}
-	if err := strictJSON(body, func(key string, raw json.RawMessage) {
-		if kind == '{' {
-			obj[key] = raw
-		} else {
-			els = append(els, raw)
-		}
-	}); err != nil {
+	// The one strict pass also splits the body: an object into its members,
+	// an array (a batch) into its events, and each event's data object into
+	// its members.
+	dec, err := decode(body)
+	if err != nil {
 		return nil, err
 	}
-	switch kind {
+	switch dec.kind {
 	case '[':
-		return parseBatch(els, o)
+		return parseBatch(dec.els, o)
 	case '{':
 	default:
 		return nil, newError(TypeMalformedEvent, "", "the body must be a JSON object or array")
 	}
+	obj := dec.obj.members
 	_, isCE := obj["specversion"]
 	_, isDest := obj["requestContext"]
 	_, hasTime := obj["triggerTime"]
@@ -123,7 +114,7 @@ func ParseWith(body []byte, o Options) (*Invocation, error) {
 	isTimer := hasTime || hasName
 	switch {
 	case isCE:
-		return parseSingle(body, obj, o)
+		return parseSingle(body, dec.obj, o)
 	case isDest && isTimer:
 		return nil, newError(TypeUnsupportedEvent, "", "ambiguous body: has both failure-destination (requestContext) and timer (triggerTime/triggerName) members")
 	case isDest:
@@ -139,7 +130,7 @@ func ParseWith(body []byte, o Options) (*Invocation, error) {
 		}
 		return &Invocation{Kind: KindTimer, Timer: t}, nil
 	case looksLikeCloudEvent(obj):
-		return parseSingle(body, obj, o)
+		return parseSingle(body, dec.obj, o)
 	default:
 		return nil, newError(TypeUnsupportedEvent, "", "unrecognised event: not a CloudEvent, timer or failure-destination message")
 	}
@@ -156,9 +147,9 @@ func looksLikeCloudEvent(obj map[string]json.RawMessage) bool {
 	return false
 }
 
-func parseSingle(body []byte, attrs map[string]json.RawMessage, o Options) (*Invocation, error) {
+func parseSingle(body []byte, obj *object, o Options) (*Invocation, error) {
 	inv := &Invocation{Kind: KindSingle, Size: 1}
-	t, err := parseMember(body, -1, attrs, o)
+	t, err := parseMember(body, -1, obj, o)
 	if err != nil {
 		inv.Rejected = []*Error{asError(err)}
 		return inv, err
@@ -167,10 +158,10 @@ func parseSingle(body []byte, attrs map[string]json.RawMessage, o Options) (*Inv
 	return inv, nil
 }
 
-func parseBatch(els []json.RawMessage, o Options) (*Invocation, error) {
+func parseBatch(els []element, o Options) (*Invocation, error) {
 	inv := &Invocation{Kind: KindBatch, Size: len(els)}
 	for i, m := range els {
-		t, err := parseMember(m, i, nil, o)
+		t, err := parseMember(m.raw, i, m.obj, o)
 		if err != nil {
 			inv.Rejected = append(inv.Rejected, asError(err))
 			continue
@@ -184,16 +175,17 @@ func parseBatch(els []json.RawMessage, o Options) (*Invocation, error) {
 	return inv, inv.BatchErr
 }
 
-// parseMember validates one CloudEvent and extracts its task. index is the
-// batch position, -1 for a single event.
-func parseMember(raw []byte, index int, attrs map[string]json.RawMessage, o Options) (*Task, error) {
+// parseMember validates one CloudEvent, the object obj whose text is raw,
+// and extracts its task. index is the batch position, -1 for a single
+// event; obj is nil when the member is not an object.
+func parseMember(raw []byte, index int, obj *object, o Options) (*Task, error) {
 	var (
 		env *envelope
 		err error
 	)
-	if jsonKind(raw) != '{' {
+	if obj == nil {
 		err = newError(TypeInvalidEnvelope, "", "a batch member must be a CloudEvent JSON object")
-	} else if env, err = parseEnvelope(raw, attrs); err == nil {
+	} else if env, err = parseEnvelope(raw, obj); err == nil {
 		var t *Task
 		if t, err = taskFromEnvelope(env, o); err == nil {
 			t.Index = max(index, 0)

@@ -35,56 +35,60 @@ const maxDepth = 512
 // accepting it only moved the same FINAL rejection later, to an
 // invalid_request per task, while a surrogate outside the task data slipped
 // through as U+FFFD.
-func checkStrictJSON(b []byte) error { return strictJSON(b, nil) }
-
-// strictJSON is checkStrictJSON handing the outermost members (of an
-// object) or elements (of an array, key "") to collect as it goes, so that
-// the caller needs no second pass to split them. The raw values are slices
-// of b.
-func strictJSON(b []byte, collect func(key string, raw json.RawMessage)) error {
-	switch {
-	case len(bytes.TrimSpace(b)) == 0:
-		return newError(TypeMalformedEvent, "", "empty body")
-	case !utf8.Valid(b):
-		return newError(TypeMalformedEvent, "", "body is not valid UTF-8")
-	case jcs.NestedDeeper(b, maxDepth): // before jsontext, which would stop only at 10000
-		return newError(TypeMalformedEvent, "", "JSON nested deeper than %d levels", maxDepth)
-	}
-	switch err := read(b, collect); {
-	case err == errSecondValue:
-		return newError(TypeMalformedEvent, "", "more than one JSON value in the body")
-	case err != nil:
-		return syntaxError(b, err)
-	}
-	return nil
+func checkStrictJSON(b []byte) error {
+	_, err := decode(b)
+	return err
 }
 
-// errSecondValue: read found another value after the first.
-var errSecondValue = errors.New("more than one JSON value")
+// decoded is a body read in the one strict pass: an object split into its
+// members, an array into its elements, and every object that may be a
+// CloudEvent (the body, a batch's element) with its data's members too, so
+// that nothing after this pass reads the body again (the CloudEvents SDK
+// aside, which judges the same bytes). Raw values are slices of the body.
+type decoded struct {
+	kind byte    // '{', '[', or another value's first byte
+	obj  *object // kind '{'
+	els  []element
+}
 
-// read reads b as exactly one JSON value with jsontext's rules, relaxed by
-// opts, handing the outermost members or elements to collect when set.
-func read(b []byte, collect func(key string, raw json.RawMessage), opts ...jsontext.Options) error {
+type element struct {
+	raw json.RawMessage
+	obj *object // nil unless the element is an object
+}
+
+// object is a JSON object's members; data holds the members of its "data"
+// member when that is an object.
+type object struct {
+	members map[string]json.RawMessage
+	data    map[string]json.RawMessage
+}
+
+// decode is the strict pass of checkStrictJSON, keeping what it read.
+func decode(b []byte) (*decoded, error) {
+	switch {
+	case len(bytes.TrimSpace(b)) == 0:
+		return nil, newError(TypeMalformedEvent, "", "empty body")
+	case !utf8.Valid(b):
+		return nil, newError(TypeMalformedEvent, "", "body is not valid UTF-8")
+	case jcs.NestedDeeper(b, maxDepth): // before jsontext, which would stop only at 10000
+		return nil, newError(TypeMalformedEvent, "", "JSON nested deeper than %d levels", maxDepth)
+	}
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	d.buf = *bytes.NewBuffer(b)
-	d.dec.Reset(&d.buf, opts...)
-	var err error
-	if k := jsonKind(b); collect != nil && (k == '{' || k == '[') {
-		err = d.split(b, collect)
-	} else {
-		_, err = d.dec.ReadValue()
+	d.dec.Reset(&d.buf)
+	out, err := d.body(b)
+	if err == nil {
+		if _, terr := d.dec.ReadToken(); terr == nil {
+			return nil, newError(TypeMalformedEvent, "", "more than one JSON value in the body")
+		} else if terr != io.EOF {
+			err = terr
+		}
 	}
 	if err != nil {
-		return err
+		return nil, syntaxError(b, err)
 	}
-	switch _, err := d.dec.ReadToken(); {
-	case err == nil:
-		return errSecondValue
-	case err != io.EOF:
-		return err
-	}
-	return nil
+	return out, nil
 }
 
 // decoder is a jsontext.Decoder reading a body in place, pooled because
@@ -103,34 +107,78 @@ func (d *decoder) release() {
 	decoders.Put(d)
 }
 
-// split reads the outermost object or array of b member by member.
-func (d *decoder) split(b []byte, collect func(key string, raw json.RawMessage)) error {
-	open, err := d.dec.ReadToken()
-	if err != nil {
-		return err
-	}
-	closing := jsontext.Kind('}')
-	if open.Kind() == '[' {
-		closing = ']'
-	}
-	for d.dec.PeekKind() != closing { // 0 on an error, which the next read returns
-		var key string
-		if open.Kind() == '{' {
-			name, err := d.dec.ReadToken()
-			if err != nil {
-				return err
+func (d *decoder) body(b []byte) (*decoded, error) {
+	out := &decoded{kind: jsonKind(b)}
+	switch out.kind {
+	case '{':
+		obj, _, err := d.object(b, true)
+		out.obj = obj
+		return out, err
+	case '[':
+		if _, err := d.dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		for d.dec.PeekKind() != ']' { // 0 on an error, which the next read returns
+			var el element
+			var err error
+			if d.dec.PeekKind() == '{' {
+				el.obj, el.raw, err = d.object(b, true)
+			} else {
+				el.raw, err = d.value(b)
 			}
-			key = name.String()
+			if err != nil {
+				return nil, err
+			}
+			out.els = append(out.els, el)
 		}
-		v, err := d.dec.ReadValue()
-		if err != nil {
-			return err
-		}
-		end := d.dec.InputOffset()
-		collect(key, b[end-int64(len(v)):end])
+		_, err := d.dec.ReadToken()
+		return out, err
 	}
-	_, err = d.dec.ReadToken()
-	return err
+	_, err := d.dec.ReadValue()
+	return out, err
+}
+
+// object reads the object that comes next, member by member, descending
+// into a "data" object when withData is set, and returns its text.
+func (d *decoder) object(b []byte, withData bool) (*object, json.RawMessage, error) {
+	if _, err := d.dec.ReadToken(); err != nil {
+		return nil, nil, err
+	}
+	start := d.dec.InputOffset() - 1
+	obj := &object{members: make(map[string]json.RawMessage, 16)}
+	for d.dec.PeekKind() != '}' {
+		name, err := d.dec.ReadToken()
+		if err != nil {
+			return nil, nil, err
+		}
+		key := name.String()
+		var v json.RawMessage
+		if withData && key == "data" && d.dec.PeekKind() == '{' {
+			var data *object
+			if data, v, err = d.object(b, false); err == nil {
+				obj.data = data.members
+			}
+		} else {
+			v, err = d.value(b)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		obj.members[key] = v
+	}
+	if _, err := d.dec.ReadToken(); err != nil {
+		return nil, nil, err
+	}
+	return obj, b[start:d.dec.InputOffset()], nil
+}
+
+func (d *decoder) value(b []byte) (json.RawMessage, error) {
+	v, err := d.dec.ReadValue()
+	if err != nil {
+		return nil, err
+	}
+	end := d.dec.InputOffset()
+	return b[end-int64(len(v)) : end], nil
 }
 
 // syntaxError words a jsontext error as a malformed_event; a repeated key is
@@ -159,76 +207,4 @@ func escapedUnit(s []byte) (rune, bool) {
 	}
 	u, err := strconv.ParseUint(string(s[2:6]), 16, 16)
 	return rune(u), err == nil
-}
-
-// trusted skips the repeated-key and UTF-8 checks on text already checked.
-var trusted = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
-
-// members splits a JSON object into its members, as json.Unmarshal into a
-// map[string]json.RawMessage would, for text checkStrictJSON accepted (so
-// no key repeats); ok is false when raw is not such an object. The text is
-// read without checking again what the strict pass checked (trusted).
-func members(raw []byte) (m map[string]json.RawMessage, ok bool) {
-	if jsonKind(raw) != '{' {
-		return nil, false
-	}
-	m = make(map[string]json.RawMessage, 16)
-	if read(raw, func(key string, v json.RawMessage) { m[key] = v }, trusted...) != nil {
-		return nil, false
-	}
-	return m, true
-}
-
-// stringValue decodes a JSON string literal; null reads as "" (as
-// json.Unmarshal into a string leaves it), and anything else is not ok.
-func stringValue(raw json.RawMessage) (string, bool) {
-	raw = trimJSONSpace(raw)
-	switch {
-	case len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 &&
-		bytes.IndexByte(raw[1:len(raw)-1], '"') < 0 && utf8.Valid(raw) && noControl(raw):
-		return string(raw[1 : len(raw)-1]), true
-	case bytes.Equal(raw, []byte("null")):
-		return "", true
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", false
-	}
-	return s, true
-}
-
-func noControl(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 {
-			return false
-		}
-	}
-	return true
-}
-
-// jsonKind returns the first byte of a JSON value ('{', '[', '"', 'n', 't',
-// 'f', or a digit/'-'), or 0 for an empty value.
-func jsonKind(raw []byte) byte {
-	t := bytes.TrimLeft(raw, " \t\r\n")
-	if len(t) == 0 {
-		return 0
-	}
-	return t[0]
-}
-
-func isNull(raw json.RawMessage) bool {
-	return bytes.Equal(trimJSONSpace(raw), []byte("null"))
-}
-
-// trimJSONSpace trims the white space JSON allows around a value, and no
-// other (bytes.TrimSpace would also take Unicode spaces).
-func trimJSONSpace(raw []byte) []byte {
-	return bytes.Trim(raw, " \t\r\n")
-}
-
-// present reports whether key exists with a non-null value: CloudEvents JSON
-// treats a null attribute as absent (corpus case validMinimalWithNullForOptional).
-func present(m map[string]json.RawMessage, key string) bool {
-	raw, ok := m[key]
-	return ok && !isNull(raw)
 }

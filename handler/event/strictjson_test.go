@@ -192,11 +192,12 @@ func loneSurrogate(b []byte) bool {
 }
 
 // FuzzStrictJSON: checkStrictJSON accepts exactly what the reference
-// accepts, and members and the strict pass's own split (Parse's) divide
-// accepted text as json.Unmarshal does.
+// accepts, and the strict pass's split (Parse's: members, elements, and
+// each event's data members) divides accepted text as json.Unmarshal does.
 func FuzzStrictJSON(f *testing.F) {
 	for _, s := range []string{`{"a":1,"\u0061":2}`, `[{"a":[1,{"b":null}]},"x",-0.5e3]`, `{"k":"\ud800","\ufffd":1}`,
-		string(mkEvent(goodData, `"aliyunretry":3`)), `{} {}`, `{"a":{"a":{"a":1,"a":2}}}`} {
+		string(mkEvent(goodData, `"aliyunretry":3`)), `{} {}`, `{"a":{"a":{"a":1,"a":2}}}`,
+		"[" + string(mkEvent(goodData, "")) + `,{"data":{"data":{"x":1}}},7]`, `{"data" : { "a" : [ ] } }`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -207,32 +208,51 @@ func FuzzStrictJSON(f *testing.F) {
 		if !got {
 			return
 		}
-		if m, ok := members(b); ok {
-			var ref map[string]json.RawMessage
-			if err := json.Unmarshal(b, &ref); err != nil || !reflect.DeepEqual(m, ref) {
-				t.Fatalf("members %q\nunmarshal %q (%v)", m, ref, err)
-			}
-			split := map[string]json.RawMessage{}
-			if err := strictJSON(b, func(k string, raw json.RawMessage) { split[k] = raw }); err != nil || !reflect.DeepEqual(split, ref) {
-				t.Fatalf("strict split %q\nunmarshal %q (%v)", split, ref, err)
-			}
+		dec, err := decode(b)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if jsonKind(b) == '[' {
-			var els []json.RawMessage
-			if err := strictJSON(b, func(_ string, raw json.RawMessage) { els = append(els, raw) }); err != nil {
-				t.Fatal(err)
+		if dec.kind == '{' {
+			var ref map[string]json.RawMessage
+			if err := json.Unmarshal(b, &ref); err != nil || !reflect.DeepEqual(dec.obj.members, ref) {
+				t.Fatalf("members %q\nunmarshal %q (%v)", dec.obj.members, ref, err)
 			}
+			checkData(t, dec.obj, ref)
+		}
+		if dec.kind == '[' {
 			var ref []json.RawMessage
-			if err := json.Unmarshal(b, &ref); err != nil || len(els) != len(ref) {
-				t.Fatalf("elements %q\nunmarshal %q (%v)", els, ref, err)
+			if err := json.Unmarshal(b, &ref); err != nil || len(dec.els) != len(ref) {
+				t.Fatalf("%d elements\nunmarshal %q (%v)", len(dec.els), ref, err)
 			}
-			for i := range els {
-				if !bytes.Equal(els[i], ref[i]) {
-					t.Fatalf("element %d: %q vs %q", i, els[i], ref[i])
+			for i, el := range dec.els {
+				if !bytes.Equal(el.raw, ref[i]) || (el.obj != nil) != (jsonKind(ref[i]) == '{') {
+					t.Fatalf("element %d: %q vs %q", i, el.raw, ref[i])
+				}
+				if el.obj != nil {
+					var m map[string]json.RawMessage
+					if err := json.Unmarshal(el.raw, &m); err != nil || !reflect.DeepEqual(el.obj.members, m) {
+						t.Fatalf("element %d members %q vs %q", i, el.obj.members, m)
+					}
+					checkData(t, el.obj, m)
 				}
 			}
 		}
 	})
+}
+
+// checkData: the strict pass split a data object as json.Unmarshal does.
+func checkData(t *testing.T, obj *object, ref map[string]json.RawMessage) {
+	t.Helper()
+	if jsonKind(ref["data"]) != '{' {
+		if obj.data != nil {
+			t.Fatalf("data members %q for data %q", obj.data, ref["data"])
+		}
+		return
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(ref["data"], &m); err != nil || !reflect.DeepEqual(obj.data, m) {
+		t.Fatalf("data members %q vs %q", obj.data, m)
+	}
 }
 
 func TestStringValue(t *testing.T) {

@@ -65,11 +65,11 @@ type Notify struct {
 // Anything else (absent, null, an array, a number, text/plain content, binary
 // that is not JSON) is invalid_request on field "data".
 func taskFromEnvelope(env *envelope, o Options) (*Task, error) {
-	data, err := dataObject(env)
+	data, fields, err := dataObject(env)
 	if err != nil {
 		return nil, err
 	}
-	t, err := taskFromData(data, o)
+	t, err := taskFromData(data, fields, o)
 	if err != nil {
 		return nil, err
 	}
@@ -83,25 +83,22 @@ func taskFromEnvelope(env *envelope, o Options) (*Task, error) {
 // of a CloudEvent: for an entry that receives the data without an envelope.
 // The envelope fields of the Task are empty; every error is an *Error.
 func TaskFromData(data []byte, o Options) (*Task, error) {
-	if err := checkStrictJSON(data); err != nil {
+	dec, err := decode(data)
+	if err != nil {
 		return nil, err
 	}
-	if jsonKind(data) != '{' {
+	if dec.kind != '{' {
 		return nil, newError(TypeInvalidRequest, "data", "must be a JSON object")
 	}
 	if err := exactNumbers(data); err != nil {
 		return nil, err
 	}
-	return taskFromData(json.RawMessage(trimJSONSpace(data)), o)
+	return taskFromData(json.RawMessage(trimJSONSpace(data)), dec.obj.members, o)
 }
 
-// taskFromData reads the fields of a data object whose text is strict JSON
-// and whose numbers are exact.
-func taskFromData(data json.RawMessage, o Options) (*Task, error) {
-	fields, ok := members(data)
-	if !ok {
-		return nil, newError(TypeInvalidRequest, "data", "must be a JSON object")
-	}
+// taskFromData reads the fields of a data object (its text and its
+// members) whose text is strict JSON and whose numbers are exact.
+func taskFromData(data json.RawMessage, fields map[string]json.RawMessage, o Options) (*Task, error) {
 	t := &Task{Data: data}
 	for _, f := range []struct {
 		name     string
@@ -155,17 +152,19 @@ func notifyOf(raw json.RawMessage) (*Notify, error) {
 	return &Notify{URL: *n.URL}, nil
 }
 
-func dataObject(env *envelope) (json.RawMessage, error) {
+// dataObject returns the task data of a validated CloudEvent, its text and
+// its members.
+func dataObject(env *envelope) (json.RawMessage, map[string]json.RawMessage, error) {
 	jsonCT := isJSONMediaType(env.DataContentType)
 	switch {
 	case present(env.attrs, "data_base64"):
 		if !jsonCT {
-			return nil, newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
+			return nil, nil, newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
 		}
 		s, _ := stringValue(env.attrs["data_base64"]) // checked by parseEnvelope
 		b, derr := base64.StdEncoding.DecodeString(s)
 		if derr != nil {
-			return nil, newError(TypeInvalidEnvelope, "data_base64", "not valid base64: %v", derr)
+			return nil, nil, newError(TypeInvalidEnvelope, "data_base64", "not valid base64: %v", derr)
 		}
 		return embeddedObject(b, "data_base64")
 	case present(env.attrs, "data"):
@@ -173,39 +172,41 @@ func dataObject(env *envelope) (json.RawMessage, error) {
 		switch jsonKind(raw) {
 		case '{':
 			if !jsonCT {
-				return nil, newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
+				return nil, nil, newError(TypeInvalidRequest, "data", "task data must be JSON, but datacontenttype is %q", env.DataContentType)
 			}
-			return raw, nil
+			return raw, env.data, nil // read by the strict pass, numbers checked by parseEnvelope
 		case '"':
 			if !jsonCT {
-				return nil, newError(TypeInvalidRequest, "data", "task data must be a JSON object, but datacontenttype is %q", env.DataContentType)
+				return nil, nil, newError(TypeInvalidRequest, "data", "task data must be a JSON object, but datacontenttype is %q", env.DataContentType)
 			}
 			s, ok := stringValue(raw)
 			if !ok {
-				return nil, newError(TypeInvalidRequest, "data", "not a valid JSON string")
+				return nil, nil, newError(TypeInvalidRequest, "data", "not a valid JSON string")
 			}
 			return embeddedObject([]byte(s), "data")
 		default:
-			return nil, newError(TypeInvalidRequest, "data", "must be a JSON object")
+			return nil, nil, newError(TypeInvalidRequest, "data", "must be a JSON object")
 		}
 	default:
-		return nil, newError(TypeInvalidRequest, "data", "required: a task event carries its task in data")
+		return nil, nil, newError(TypeInvalidRequest, "data", "required: a task event carries its task in data")
 	}
 }
 
 // embeddedObject accepts JSON carried inside a string or base64 only when it
-// is itself strict JSON and an object.
-func embeddedObject(b []byte, field string) (json.RawMessage, error) {
-	if err := checkStrictJSON(b); err != nil {
-		return nil, newError(TypeInvalidRequest, field, "does not hold a JSON object: %s", asError(err).Msg)
+// is itself strict JSON and an object (read in one pass of its own: they
+// are other bytes than the body's).
+func embeddedObject(b []byte, field string) (json.RawMessage, map[string]json.RawMessage, error) {
+	dec, err := decode(b)
+	if err != nil {
+		return nil, nil, newError(TypeInvalidRequest, field, "does not hold a JSON object: %s", asError(err).Msg)
 	}
-	if jsonKind(b) != '{' {
-		return nil, newError(TypeInvalidRequest, field, "does not hold a JSON object")
+	if dec.kind != '{' {
+		return nil, nil, newError(TypeInvalidRequest, field, "does not hold a JSON object")
 	}
 	if err := exactNumbers(b); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return json.RawMessage(strings.TrimSpace(string(b))), nil
+	return json.RawMessage(trimJSONSpace(b)), dec.obj.members, nil
 }
 
 // identifier reads a string field that feeds the business key. Null counts as
