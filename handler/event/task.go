@@ -237,8 +237,12 @@ func identifier(fields map[string]json.RawMessage, name string, required bool) (
 // exactly (docs/design.md §4: it would share its key with its neighbours),
 // naming its path from data, the same whichever way data came.
 func exactNumbers(data []byte) error {
+	err := jcs.CheckNumbers(data)
+	if err == nil {
+		return nil
+	}
 	var ne *jcs.NumberError
-	if errors.As(jcs.CheckNumbers(data), &ne) {
+	if errors.As(err, &ne) {
 		return newError(TypeInvalidRequest, "data"+ne.Path, "%s", ne.Reason())
 	}
 	return nil

@@ -109,7 +109,7 @@ func exactNumber(lit string) bool {
 // significant digits within the normal range (two such decimals always
 // parse to different doubles, and the shortest form is one of them).
 // sure is false when the digits must be compared.
-func quickExact(lit string) (exact, sure bool) {
+func quickExact[T string | []byte](lit T) (exact, sure bool) {
 	sig, lead, point, i := 0, -1, -1, 0
 	last := 0 // position (among the mantissa's digits) after the last non-zero one
 	n := 0    // mantissa digits read
@@ -145,8 +145,8 @@ exponent:
 		if len(rest) > 6 {
 			return false, false
 		}
-		v, err := strconv.Atoi(rest)
-		if err != nil {
+		v, ok := smallInt(rest)
+		if !ok {
 			return false, false
 		}
 		e = v
@@ -211,13 +211,35 @@ func numbersExact(b []byte) bool {
 			for j < len(b) && isNumberByte(b[j]) {
 				j++
 			}
-			if !exactNumber(string(b[i:j])) {
+			if exact, sure := quickExact(b[i:j]); !exact || !sure && !exactNumber(string(b[i:j])) {
 				return false
 			}
 			i = j - 1
 		}
 	}
 	return true
+}
+
+// smallInt reads an exponent of at most 6 characters: [+-]digits.
+func smallInt[T string | []byte](s T) (int, bool) {
+	neg, i := false, 0
+	if len(s) > 0 && (s[0] == '+' || s[0] == '-') {
+		neg, i = s[0] == '-', 1
+	}
+	if i == len(s) {
+		return 0, false
+	}
+	n := 0
+	for ; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // stringEnd is the index of the quote that closes the string opening at
