@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/idemgate/idemgate/idempotency/jcs"
 )
 
 //go:embed *.schema.json
@@ -65,10 +67,18 @@ var (
 
 // ValidateData checks a task event's data (JSON text) against
 // task-event.schema.json: nil when the schema accepts it.
+//
+// A number the function refuses (docs/design.md §4: one a double cannot
+// hold) is not judged: JSON Schema has nothing to say of it, and the
+// validator reads numbers as big.Rat, which cannot read 1e99999999 (it
+// then dereferences nil).
 func ValidateData(data []byte) error {
 	taskOnce.Do(func() { task, taskErr = Compile(TaskEvent) })
 	if taskErr != nil {
 		return taskErr
+	}
+	if err := jcs.CheckNumbers(data); err != nil {
+		return fmt.Errorf("schema: not judged: %w", err)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {

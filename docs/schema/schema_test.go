@@ -640,3 +640,18 @@ func TestEnvelopeAndBatchSchemas(t *testing.T) {
 		t.Fatalf("%d of %d cases accepted: the table no longer covers both verdicts", accepted, len(cases))
 	}
 }
+
+// ValidateData does not hand the validator a number the function refuses:
+// the validator reads numbers as big.Rat, which cannot read 1e99999999,
+// and then dereferences nil (main validate crashed on such data).
+func TestValidateDataHugeNumber(t *testing.T) {
+	for _, n := range []string{"1e99999999", "-1e-99999999", "12345678901234567890"} {
+		err := schema.ValidateData([]byte(data(map[string]string{"input": `{"content":"x","max_words":` + n + `}`})))
+		if err == nil || !strings.Contains(err.Error(), "not judged") || !strings.Contains(err.Error(), "max_words") {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	if err := schema.ValidateData([]byte(data(map[string]string{"input": `{"content":"x","max_words":60}`}))); err != nil {
+		t.Errorf("an exact max_words: %v", err)
+	}
+}
