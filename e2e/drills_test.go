@@ -179,7 +179,11 @@ func TestDrillExhaustedDeadLetterReplay(t *testing.T) {
 	for retry := 0; retry < 3; retry++ {
 		a, err := inst.tryInvoke(body, reqID, retry)
 		m := mustJSON(t, a, err)
-		if a.status != 404 || m["errorType"] != "temporary_unavailable" {
+		want := "temporary_unavailable"
+		if retry == 2 { // the budget's last attempt: recorded attempts_exhausted, its cause in the message
+			want = driver.ExhaustedCode
+		}
+		if a.status != 404 || m["errorType"] != want {
 			t.Fatalf("try %d: %d %v", retry, a.status, m)
 		}
 		key = m["idempotency_key"].(string)
@@ -188,7 +192,7 @@ func TestDrillExhaustedDeadLetterReplay(t *testing.T) {
 		t.Fatalf("after the budget: %s attempt %d", rec.Status, rec.Attempt)
 	}
 	a, err := inst.tryInvoke(body, reqID, 3) // FC's last retry: answered at once
-	if m := mustJSON(t, a, err); a.status != 404 || m["errorType"] != "temporary_unavailable" || d.llm.Total() != 3 {
+	if m := mustJSON(t, a, err); a.status != 404 || m["errorType"] != driver.ExhaustedCode || d.llm.Total() != 3 {
 		t.Fatalf("after FAILED_FINAL: %d %v, model calls %d", a.status, m, d.llm.Total())
 	}
 	// FC's failure destination receives the original event as a string.
