@@ -620,3 +620,21 @@ func TestTaskFromData(t *testing.T) {
 		}
 	}
 }
+
+// A number a double cannot hold is refused in the task data, by its path
+// from data, the same whether data is an object or a string holding one,
+// and before the SDK (whose reader answered 1e400 with a dump of its own).
+func TestDataNumbersRefusedAlike(t *testing.T) {
+	for _, n := range []string{"1e400", "12345678901234567890", "1e-400"} {
+		data := `{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{"content":"x","n":` + n + `}}`
+		quoted, _ := json.Marshal(data)
+		for _, body := range [][]byte{mkEvent(data, ""), mkEvent(string(quoted), "")} {
+			_, err := Parse(body)
+			var e *Error
+			if !errors.As(err, &e) || e.Type != TypeInvalidRequest || e.Field != "data.input.n" ||
+				!strings.Contains(e.Msg, "send it as a string") || strings.Contains(e.Msg, "SDK") {
+				t.Errorf("%s: %v", body, err)
+			}
+		}
+	}
+}
