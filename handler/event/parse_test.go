@@ -573,9 +573,8 @@ func TestExtensionIntegerSpellings(t *testing.T) {
 	}
 }
 
-// WholeNumber reads every spelling of a whole number within int64, and
-// answers at once for a power no int64 can be (big.Rat would compute
-// 10^999999999 first: without the guard this test does not end).
+// WholeNumber reads every spelling of a whole number within int64, and a
+// power no int64 can be (0e999999999 is 0; 1e999999999 is none).
 func TestWholeNumber(t *testing.T) {
 	for _, tc := range []struct {
 		lit  string
@@ -635,6 +634,19 @@ func TestDataNumbersRefusedAlike(t *testing.T) {
 				!strings.Contains(e.Msg, "send it as a string") || strings.Contains(e.Msg, "SDK") {
 				t.Errorf("%s: %v", body, err)
 			}
+		}
+	}
+}
+
+// The failure-destination message's integers are JSON numbers: any
+// spelling of the value reads as it (200, 200.0, 2e2).
+func TestDestinationIntegerSpellings(t *testing.T) {
+	for _, n := range []string{"3", "3.0", "3e0", "30e-1"} {
+		body := `{"timestamp":1660120276975` + strings.TrimPrefix(n, "3") + `,"requestContext":{"requestId":"r","approximateInvokeCount":` + n +
+			`},"responseContext":{"statusCode":` + n + `},"requestPayload":"{}"}`
+		inv, err := Parse([]byte(body))
+		if err != nil || inv.Failure.ApproximateInvokeCount != 3 || inv.Failure.StatusCode != 3 {
+			t.Errorf("%s: %v %+v", n, err, inv)
 		}
 	}
 }
