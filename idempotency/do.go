@@ -35,12 +35,20 @@ func outcomeOf(res driver.ClaimResult) Outcome {
 		Attempt: r.Attempt, Fence: r.Fence, ResultRef: r.ResultRef, ErrorCode: r.LastErrorCode, Error: r.LastError}
 }
 
+// retryLaterCode is the error code of [ErrRetryLater].
+const retryLaterCode = "retry_later"
+
 // storedError is the error a duplicate of a finished-but-failed key answers:
 // the same class and code as the original failure, without running again.
-func storedError(res driver.ClaimResult) error {
+// In progress is ErrInProgress only while another owner's live lease
+// carries the work; else nothing would do it if this delivery were
+// acknowledged (driver.RetryLater).
+func storedError(res driver.ClaimResult, owner string) error {
 	switch {
 	case res.Decision == DecisionPayloadMismatch:
 		return Final("payload_mismatch", ErrPayloadMismatch)
+	case res.Decision == DecisionRepeatOther && driver.RetryLater(res.Record, owner):
+		return Retryable(retryLaterCode, fmt.Errorf("%w (%s)", ErrRetryLater, retryLaterWhy(res.Record)))
 	case res.Decision == DecisionRepeatOther:
 		return ErrInProgress
 	case res.Record.Status == driver.StatusFailedFinal, res.Record.FailedFinish():
@@ -60,7 +68,9 @@ func storedError(res driver.ClaimResult) error {
 //     in the background; its context is cancelled if the lease is lost.
 //   - Terminal key: the stored Outcome, Duplicate=true; a FAILED_FINAL key
 //     returns its stored *Error again.
-//   - Live lease elsewhere: ErrInProgress.  Other payload: a FINAL
+//   - Live lease elsewhere: ErrInProgress. The caller's own live lease
+//     without a later try, or a retryable failure in its back-off: a
+//     RETRYABLE retry_later error wrapping ErrRetryLater. Other payload: a FINAL
 //     payload_mismatch error. Store down: ErrStoreUnavailable (retry later).
 //
 // If fn fails, its error is classified ([Classify]) and recorded; the
@@ -83,7 +93,7 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 		return Outcome{Key: req.Key}, err
 	}
 	if l == nil {
-		return outcomeOf(res), storedError(res)
+		return outcomeOf(res), storedError(res, req.Owner)
 	}
 	out := Outcome{Key: l.Key, Status: driver.StatusRunning, Duplicate: res.Decision.Duplicate(), Decision: res.Decision,
 		Attempt: l.Attempt, Fence: l.Fence}
@@ -140,6 +150,13 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 		ferr = e.Err // re-classed, not re-coded: the code is said once
 	}
 	return out, &Error{Class: class, Code: code, Err: ferr}
+}
+
+func retryLaterWhy(rec driver.Record) string {
+	if rec.Status == driver.StatusRunning {
+		return "this request's own live lease: a copy of its try, or a retry without a later retry count; it may take over once the lease ends"
+	}
+	return "a retryable failure waiting out its back-off"
 }
 
 // WithDisabled turns idempotency off (default on): Do runs fn every time,

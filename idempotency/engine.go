@@ -25,6 +25,9 @@ const (
 	// terminalWriteTimeout bounds Complete and Fail, which run detached from the
 	// caller's context so that a timed-out invocation still records its end.
 	terminalWriteTimeout = 5 * time.Second
+	// defaultRetryBackoff is the first retryable failure's back-off (see
+	// WithRetryBackoff).
+	defaultRetryBackoff = time.Second
 )
 
 // Engine claims keys and records outcomes. It is safe for concurrent use;
@@ -56,6 +59,7 @@ type options struct {
 	disabled     bool
 	cacheSize    int
 	cacheTTL     time.Duration
+	retryBackoff time.Duration
 }
 
 // Option configures an Engine.
@@ -92,6 +96,16 @@ func WithFastBackoff(d time.Duration) Option { return func(o *options) { o.fastB
 // again.
 func WithUnconfirmedGrace(d time.Duration) Option { return func(o *options) { o.unconfirmed = d } }
 
+// WithRetryBackoff sets the back-off of a retryable failure: attempt n's
+// failure is retried by another delivery no sooner than base·2^(n-1) later,
+// never longer than a lease (default 1 s; 0: at once). Until then a claim
+// is answered retry_later (not acknowledged), except by the failed
+// request's own later try, which waited FC's back-off already: copies of
+// the action (a batch carrying it twice, a double submit) then cannot spend
+// the attempt budget on one transient error. The store records the end on
+// its own clock.
+func WithRetryBackoff(base time.Duration) Option { return func(o *options) { o.retryBackoff = max(base, 0) } }
+
 // WithLogger sets the logger (default slog.Default()). The engine logs with
 // the caller's context, so a context-aware handler can add request fields.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -100,7 +114,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func New(store driver.Store, opts ...Option) *Engine {
 	o := options{lease: DefaultLease, maxAttempts: DefaultMaxAttempts, fastTimeout: defaultFastTimeout,
 		fastBackoff: defaultFastBackoff, unconfirmed: defaultUnconfirmedGrace, log: slog.Default(),
-		finishWindow: defaultFinishWindow, finishMax: defaultFinishBatch}
+		finishWindow: defaultFinishWindow, finishMax: defaultFinishBatch, retryBackoff: defaultRetryBackoff}
 	e := &Engine{store: store}
 	for _, opt := range opts {
 		opt(&o)
@@ -260,6 +274,7 @@ type Lease struct {
 	salvage     bool
 	finishAfter bool
 	completed   bool              // Complete left a finish pending under this lease
+	completeAt  time.Time         // when that Complete was sent: its finish lease runs from no earlier
 	stepsMu     sync.Mutex        // guards steps
 	steps       map[string]string // the record's checkpoints, as this lease knows them
 	checkpoint  chan struct{}     // one checkpoint write at a time (each writes the whole map); a token
@@ -313,10 +328,11 @@ func (l *Lease) Complete(ctx context.Context, resultRef string) error {
 	}
 	c, cancel := detached(ctx)
 	defer cancel()
+	sent := time.Now()
 	if err := l.e.store.Complete(c, l.Key, l.Fence, comp); err != nil {
 		return storeErr("complete", err)
 	}
-	l.completed = l.finishAfter
+	l.completed, l.completeAt = l.finishAfter, sent
 	rec := l.snapshot(driver.StatusSucceeded)
 	rec.ResultRef = resultRef
 	l.e.publish(ctx, rec, 0)
@@ -345,7 +361,7 @@ func (l *Lease) Finisher() *Finisher {
 	if !l.completed {
 		return nil
 	}
-	return &Finisher{e: l.e, Key: l.Key, Owner: l.Owner, try: l.try}
+	return &Finisher{e: l.e, Key: l.Key, Owner: l.Owner, try: l.try, fence: l.Fence, lease: l.lease, taken: l.completeAt}
 }
 
 // Fail records cause, classified (see [Classify]): FAILED_FINAL when it is
@@ -357,6 +373,8 @@ func (l *Lease) Fail(ctx context.Context, cause error) (driver.Status, error) {
 	st := driver.StatusFailedRetryable
 	if f.Final {
 		st = driver.StatusFailedFinal
+	} else {
+		f.RetryAfter = l.backoff()
 	}
 	c, cancel := detached(ctx)
 	defer cancel()
@@ -378,6 +396,16 @@ func (l *Lease) budgeted(cause error) error {
 		return cause
 	}
 	return Final(driver.ExhaustedCode, fmt.Errorf("attempt budget spent after %d attempts: %w", l.Attempt, cause))
+}
+
+// backoff is this attempt's retry back-off: the engine's base doubled per
+// earlier attempt, at most one lease (docs/design.md §10).
+func (l *Lease) backoff() time.Duration {
+	d := l.e.o.retryBackoff
+	for i := 1; i < l.Attempt && d < l.lease; i++ {
+		d *= 2
+	}
+	return min(d, l.lease)
 }
 
 // detached keeps a terminal write alive after the invocation's context ended:
@@ -531,6 +559,9 @@ type Finisher struct {
 	Key   string
 	Owner string
 	try   int
+	fence int64         // the fence the finish is held at (a finish takeover moves it)
+	lease time.Duration // the finish lease's length
+	taken time.Time     // when the statement that took (or last renewed) it was sent
 }
 
 // ClaimFinish asks for key's pending finish for owner at try (the same rule
@@ -546,6 +577,7 @@ func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (d
 	if lease <= 0 {
 		return driver.ClaimResult{}, nil, Retryable("timeout", context.DeadlineExceeded)
 	}
+	sent := time.Now()
 	res, err := e.store.ClaimFinish(ctx, driver.FinishRequest{Key: key, Owner: owner, Try: try, Lease: lease})
 	if err != nil {
 		return driver.ClaimResult{}, nil, storeErr("claim finish", err)
@@ -553,7 +585,40 @@ func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (d
 	if !res.Decision.Owned() {
 		return res, nil, nil
 	}
-	return res, &Finisher{e: e, Key: key, Owner: owner, try: try}, nil
+	return res, &Finisher{e: e, Key: key, Owner: owner, try: try, fence: res.Record.Fence, lease: lease, taken: sent}, nil
+}
+
+// Hold makes sure the finish is still this holder's before a side effect
+// the next holder would repeat (the notify POST), and returns ctx bounded
+// to end a tenth of a lease before the finish lease does: no other holder
+// can take the finish over while the effect runs (docs/design.md §13).
+// Once a third of the lease has passed since it was taken, Hold first
+// renews it (one fenced statement); ErrLeaseLost means another holder took
+// the finish over, or it is no longer pending: do not do the effect. The
+// lease's end is estimated on this process's monotonic clock from before
+// the statement that set it was sent, so it never falls after the store's
+// own, whatever the two clocks say.
+func (f *Finisher) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if time.Since(f.taken) >= f.lease/3 {
+		lease := f.e.o.lease
+		if dl, ok := ctx.Deadline(); ok {
+			lease = min(lease, time.Until(dl))
+		}
+		if lease <= 0 {
+			return nil, nil, Retryable("timeout", context.DeadlineExceeded)
+		}
+		sent := time.Now()
+		if err := f.e.store.Renew(ctx, f.Key, f.fence, lease); err != nil {
+			return nil, nil, storeErr("renew finish", err)
+		}
+		f.taken, f.lease = sent, lease
+	}
+	left := f.lease - f.lease/10 - time.Since(f.taken)
+	if left <= 0 {
+		return nil, nil, Retryable("timeout", fmt.Errorf("finish lease of %s about to end: %w", f.Key, context.DeadlineExceeded))
+	}
+	c, cancel := context.WithTimeout(ctx, left)
+	return c, cancel, nil
 }
 
 // Done records the finish done.

@@ -14,6 +14,12 @@ var (
 	// ErrInProgress: another owner holds a live lease on the key; the
 	// delivery should be retried later (or wait: [WithWaitInFlight]).
 	ErrInProgress = errors.New("idempotency: in progress elsewhere")
+	// ErrRetryLater: nobody else carries the delivery's work, and it may not
+	// run now: the key is its own live lease (a copy of its try, or a retry
+	// of a try that may have died) or a retryable failure in its back-off.
+	// It is answered as a RETRYABLE retry_later failure, never acknowledged:
+	// the delivery must come again (docs/design.md §6).
+	ErrRetryLater = errors.New("idempotency: not now: deliver again later")
 	// ErrPayloadMismatch: the key exists with another payload hash; the
 	// delivery is refused FINAL (payload_mismatch).
 	ErrPayloadMismatch = driver.ErrPayloadMismatch
@@ -108,7 +114,7 @@ func storeErr(op string, err error) error {
 		return nil
 	}
 	for _, s := range []error{ErrLeaseLost, driver.ErrNotFound, ErrPayloadMismatch, driver.ErrNotReplayable, driver.ErrInvalid,
-		driver.ErrMalformedTombstone, driver.ErrPurged, ErrInProgress, ErrStoreUnavailable} {
+		driver.ErrMalformedTombstone, driver.ErrPurged, ErrInProgress, ErrRetryLater, ErrStoreUnavailable} {
 		if errors.Is(err, s) {
 			return err
 		}

@@ -236,9 +236,18 @@ func (s *Store) MarkFinished(ctx context.Context, keys []string) error {
 	})
 }
 
-// Renew extends a lease by d from now.
+// Renew extends the lease held at fence (a task's or a pending finish's)
+// by d from now.
 func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Duration) error {
-	return s.guarded(ctx, key, fence, func(r *driver.Record, now time.Time) { r.LeaseUntil = now.Add(d) })
+	return s.update(ctx, func(b *bolt.Bucket) error {
+		rec, err := getIf(b, key, func(r driver.Record) bool { return r.Fence == fence && driver.Leased(r) })
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		rec.LeaseUntil, rec.UpdatedAt, rec.SweepAfter = now.Add(d), now, time.Time{}
+		return put(b, rec)
+	})
 }
 
 // Complete records SUCCEEDED, with a finish pending under the completing
@@ -270,6 +279,7 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 			return nil
 		}
 		rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, req.Try, now.Add(req.Lease)
+		rec.Fence++
 		res.Record, res.LeaseLeft = rec, req.Lease
 		return put(b, rec)
 	})
@@ -301,10 +311,12 @@ func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *drive
 
 // Fail records a classified failure.
 func (s *Store) Fail(ctx context.Context, key string, fence int64, f driver.Failure) error {
-	return s.guarded(ctx, key, fence, func(r *driver.Record, _ time.Time) {
-		r.Status = driver.StatusFailedRetryable
+	return s.guarded(ctx, key, fence, func(r *driver.Record, now time.Time) {
+		r.Status, r.RetryAfter = driver.StatusFailedRetryable, time.Time{}
 		if f.Final {
 			r.Status = driver.StatusFailedFinal
+		} else if f.RetryAfter > 0 {
+			r.RetryAfter = now.Add(f.RetryAfter)
 		}
 		r.LastErrorCode, r.LastError, r.LeaseUntil = f.Code, f.Message, time.Time{}
 	})

@@ -73,7 +73,15 @@ func (s *memStore) guarded(key string, fence int64, change func(*driver.Record, 
 }
 
 func (s *memStore) Renew(_ context.Context, key string, fence int64, d time.Duration) error {
-	return s.guarded(key, fence, func(r *driver.Record, now time.Time) { r.LeaseUntil = now.Add(d) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.load(key)
+	if !ok || rec.Fence != fence || !driver.Leased(rec) {
+		return driver.ErrLeaseLost
+	}
+	rec.LeaseUntil = time.Now().Add(d)
+	s.save(rec)
+	return nil
 }
 
 func (s *memStore) Checkpoint(_ context.Context, key string, fence int64, steps map[string]string) error {
@@ -91,10 +99,12 @@ func (s *memStore) Complete(_ context.Context, key string, fence int64, c driver
 }
 
 func (s *memStore) Fail(_ context.Context, key string, fence int64, f driver.Failure) error {
-	return s.guarded(key, fence, func(r *driver.Record, _ time.Time) {
-		r.Status = driver.StatusFailedRetryable
+	return s.guarded(key, fence, func(r *driver.Record, now time.Time) {
+		r.Status, r.RetryAfter = driver.StatusFailedRetryable, time.Time{}
 		if f.Final {
 			r.Status = driver.StatusFailedFinal
+		} else if f.RetryAfter > 0 {
+			r.RetryAfter = now.Add(f.RetryAfter)
 		}
 		r.LastErrorCode, r.LastError, r.LeaseUntil = f.Code, f.Message, time.Time{}
 	})
@@ -116,6 +126,7 @@ func (s *memStore) ClaimFinish(_ context.Context, req driver.FinishRequest) (dri
 		return res, nil
 	}
 	rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, req.Try, now.Add(req.Lease)
+	rec.Fence++
 	s.save(rec)
 	res.Record, res.LeaseLeft = rec, req.Lease
 	return res, nil

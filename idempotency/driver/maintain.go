@@ -200,6 +200,7 @@ func ApplyReset(rec *Record, rp Replay, now time.Time) (ResetKind, error) {
 		return ResetNothing, ErrNotReplayable
 	}
 	rec.Status, rec.LeaseUntil, rec.SweepAfter, rec.Finish = StatusReceived, time.Time{}, time.Time{}, FinishNone
+	rec.RetryAfter = time.Time{}
 	rec.Fence++
 	rec.UpdatedAt = now
 	return ResetRecord, nil

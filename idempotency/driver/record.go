@@ -108,6 +108,10 @@ type Record struct {
 	// SweepAfter: the sweeper leaves the record alone until then (zero: as
 	// soon as it is due). A takeover clears it.
 	SweepAfter time.Time `json:"sweep_after,omitzero"`
+	// RetryAfter: a FAILED_RETRYABLE record's back-off ends then (zero:
+	// none); until then only the failed request's later try may take it
+	// over (see [Decide]). A takeover clears it.
+	RetryAfter time.Time `json:"retry_after,omitzero"`
 	// Tombstone: the purge retired the record (docs/design.md §6,
 	// "Retention"): it keeps the key, payload hash, status, result_ref and
 	// error code, so that a re-send is answered from it while the key's

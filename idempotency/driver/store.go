@@ -11,18 +11,26 @@ import (
 //
 // Implementations must make Claim atomic (insert-if-absent, else a
 // conditional takeover decided by [Decide] on the store's own clock) and guard
-// Renew, Complete and Fail on key, fence and status RUNNING, answering
+// Checkpoint, Complete and Fail on key, fence and status RUNNING, answering
 // [ErrLeaseLost] when nothing matched.
 type Store interface {
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+	// Renew extends the lease held at fence to the store's now + lease: a
+	// RUNNING record's, or the pending finish of a SUCCEEDED one (its holder
+	// renews it before a side effect the next holder would repeat, such as
+	// a notification). ErrLeaseLost when the record is at another fence or
+	// holds neither.
 	Renew(ctx context.Context, key string, fence int64, lease time.Duration) error
 	// Checkpoint records the record's step results (all of them: the lease
-	// holder is their only writer), guarded like Renew.
+	// holder is their only writer), guarded on fence and status RUNNING.
 	Checkpoint(ctx context.Context, key string, fence int64, steps map[string]string) error
 	Complete(ctx context.Context, key string, fence int64, c Completion) error
 	Fail(ctx context.Context, key string, fence int64, f Failure) error
 	// ClaimFinish takes over a SUCCEEDED record's pending finish as
-	// [DecideFinish] rules, on the store's clock.
+	// [DecideFinish] rules, on the store's clock. A takeover increments the
+	// fence (the returned Record carries it), so that the holder it
+	// replaced can no longer renew the finish, even when it has the same
+	// owner and try.
 	ClaimFinish(ctx context.Context, req FinishRequest) (ClaimResult, error)
 	// Finish ends the pending finish held by owner at try: FinishDone (f
 	// nil), FinishFailed with f's code and message (f.Final), or, for a
@@ -112,6 +120,10 @@ type Failure struct {
 	Final   bool // FAILED_FINAL rather than FAILED_RETRYABLE
 	Code    string
 	Message string
+	// RetryAfter (retryable failures only): the back-off before another
+	// delivery may take the record over, recorded as the store's now + it
+	// (Record.RetryAfter). 0: at once.
+	RetryAfter time.Duration
 }
 
 // Action is what a store must do after [Decide].
@@ -154,6 +166,13 @@ func Decide(rec Record, req ClaimRequest, now time.Time) (Decision, Action) {
 		// (attempt numbers keep counting, so attempt objects never collide).
 		return DecisionTakeover, ActTakeover
 	default: // FAILED_RETRYABLE
+		if now.Before(rec.RetryAfter) && !laterTry(rec, req.Owner, req.Try) {
+			// Its back-off runs: nobody retries it yet, so that copies of the
+			// action (a batch, a double submit) do not spend the attempt
+			// budget on one transient error. The failed request's own later
+			// try has waited FC's back-off and goes on.
+			return DecisionRepeatOther, ActNone
+		}
 		d = DecisionTakeover
 	}
 	if rec.Attempt >= req.MaxAttempts {
@@ -169,11 +188,31 @@ func SamePayload(stored, hash, legacy string) bool {
 	return stored == hash || (legacy != "" && stored == legacy)
 }
 
-// sameOwnerRetry: the holder's own later try (FC retrying its request), or
-// an unknown try, may take a lease over at once; a copy of the same try
-// waits like anyone else. An empty owner is nobody's: it never matches.
+// sameOwnerRetry: the holder's own later try (FC retrying its request) may
+// take a lease over at once, and the holder's own expired lease is its own
+// at once too. A try that is not known to be later — a copy of the same
+// try, or one without a retry count (-1; the go1 runtime reads a missing
+// count as 0) — waits for the lease like anyone else: it may be a copy
+// running beside the holder. An empty owner is nobody's: it never matches.
 func sameOwnerRetry(rec Record, owner string, try int, now time.Time) bool {
-	return owner != "" && rec.LeaseOwner == owner && (try < 0 || try > rec.LeaseTry || !now.Before(rec.LeaseUntil))
+	return owner != "" && rec.LeaseOwner == owner && (laterTry(rec, owner, try) || !now.Before(rec.LeaseUntil))
+}
+
+// laterTry: owner is the record's holder (or last holder) and try is a
+// known try after the holder's.
+func laterTry(rec Record, owner string, try int) bool {
+	return owner != "" && rec.LeaseOwner == owner && try >= 0 && try > rec.LeaseTry
+}
+
+// RetryLater reports whether a REPEAT_OTHER answer to owner must not be
+// acknowledged (the delivery must come again later) because nobody else
+// carries its work: the live lease is owner's own (a copy of its try, or a
+// retry of a try that may have died: it takes over once the lease ends),
+// or the record is a retryable failure waiting out its back-off. Another
+// owner's live lease is that owner's delivery to finish (FC retries it if
+// it dies; the sweeper re-drives it from its stored input).
+func RetryLater(rec Record, owner string) bool {
+	return rec.Status != StatusRunning || (owner != "" && rec.LeaseOwner == owner)
 }
 
 // DecideFinish is the state machine of [Store.ClaimFinish]: a pending finish
@@ -193,6 +232,12 @@ func DecideFinish(rec Record, req FinishRequest, now time.Time) Decision {
 	return DecisionTakeover
 }
 
+// Leased reports whether rec holds a lease that [Store.Renew] extends: a
+// RUNNING task's, or a SUCCEEDED record's pending finish.
+func Leased(rec Record) bool {
+	return rec.Status == StatusRunning || rec.Status == StatusSucceeded && rec.Finish == FinishPending
+}
+
 // Apply performs act on rec in memory, as stores that hold records in Go do.
 // It is the reference for the SQL of stores that cannot call it.
 func Apply(rec *Record, act Action, req ClaimRequest, now time.Time) {
@@ -205,7 +250,7 @@ func Apply(rec *Record, act Action, req ClaimRequest, now time.Time) {
 		}
 		rec.LeaseOwner, rec.LeaseTry = req.Owner, req.Try
 		rec.LeaseUntil = now.Add(req.Lease)
-		rec.SweepAfter = time.Time{}
+		rec.SweepAfter, rec.RetryAfter = time.Time{}, time.Time{}
 		rec.UpdatedAt = now
 	}
 }

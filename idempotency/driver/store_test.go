@@ -31,8 +31,29 @@ func TestDecide(t *testing.T) {
 			nil, DecisionRepeatSame, ActTakeover},
 		{"same owner, same try (a concurrent copy)", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 1,
 			LeaseUntil: live, Attempt: 1}, nil, DecisionRepeatOther, ActNone},
-		{"same owner, unknown try", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 1, LeaseUntil: live, Attempt: 1},
-			func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatSame, ActTakeover},
+		// issue 20 case 4: a copy without a retry count must not take its
+		// twin's live lease (it may be running beside it).
+		{"same owner, unknown try, live lease", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: -1,
+			LeaseUntil: live, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatOther, ActNone},
+		{"same owner, unknown try against a known one", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 1,
+			LeaseUntil: live, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatOther, ActNone},
+		{"same owner, unknown try, expired lease", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: -1,
+			LeaseUntil: expired, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatSame, ActTakeover},
+		// issue 20 case 3: the go1 runtime reads a missing retry count as 0.
+		{"same owner, try 0 again (go1)", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 0,
+			LeaseUntil: live, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = 0; return r }, DecisionRepeatOther, ActNone},
+		// issue 20 case 8: a retryable failure's back-off.
+		{"retryable in its back-off", Record{PayloadHash: "ph", Status: StatusFailedRetryable, LeaseOwner: "r0", Attempt: 1,
+			RetryAfter: live}, nil, DecisionRepeatOther, ActNone},
+		{"retryable in its back-off, the failed request's later try", Record{PayloadHash: "ph", Status: StatusFailedRetryable,
+			LeaseOwner: "r1", LeaseTry: 0, Attempt: 1, RetryAfter: live}, nil, DecisionTakeover, ActTakeover},
+		{"retryable in its back-off, the failed request's copy", Record{PayloadHash: "ph", Status: StatusFailedRetryable,
+			LeaseOwner: "r1", LeaseTry: 1, Attempt: 1, RetryAfter: live}, nil, DecisionRepeatOther, ActNone},
+		{"retryable in its back-off, no retry count", Record{PayloadHash: "ph", Status: StatusFailedRetryable,
+			LeaseOwner: "r1", LeaseTry: -1, Attempt: 1, RetryAfter: live}, func(r ClaimRequest) ClaimRequest { r.Try = -1; return r },
+			DecisionRepeatOther, ActNone},
+		{"retryable past its back-off", Record{PayloadHash: "ph", Status: StatusFailedRetryable, LeaseOwner: "r0", Attempt: 1,
+			RetryAfter: expired}, nil, DecisionTakeover, ActTakeover},
 		{"retryable with attempts left", Record{PayloadHash: "ph", Status: StatusFailedRetryable, Attempt: 2}, nil, DecisionTakeover, ActTakeover},
 		{"retryable, budget spent", Record{PayloadHash: "ph", Status: StatusFailedRetryable, Attempt: 3}, nil, DecisionTakeover, ActSalvage},
 		{"expired, budget spent", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r0", LeaseUntil: expired, Attempt: 3},
@@ -58,13 +79,36 @@ func TestDecide(t *testing.T) {
 			switch act {
 			case ActTakeover:
 				if rec.Status != StatusRunning || rec.Fence != c.rec.Fence+1 || rec.Attempt != c.rec.Attempt+1 ||
-					rec.LeaseOwner != r.Owner || rec.LeaseTry != r.Try {
+					rec.LeaseOwner != r.Owner || rec.LeaseTry != r.Try || !rec.RetryAfter.IsZero() {
 					t.Fatalf("after takeover %+v", rec)
 				}
 			case ActSalvage:
 				if rec.Status != StatusRunning || rec.Fence != c.rec.Fence+1 || rec.Attempt != c.rec.Attempt || rec.LeaseOwner != r.Owner {
 					t.Fatalf("after salvage %+v", rec)
 				}
+			}
+		})
+	}
+}
+
+// A REPEAT_OTHER answer is acknowledged only when another owner's live
+// lease carries the work (issue 20 case 3).
+func TestRetryLater(t *testing.T) {
+	cases := []struct {
+		name  string
+		rec   Record
+		owner string
+		want  bool
+	}{
+		{"another owner's live lease", Record{Status: StatusRunning, LeaseOwner: "a"}, "b", false},
+		{"the caller's own live lease", Record{Status: StatusRunning, LeaseOwner: "a"}, "a", true},
+		{"empty owners are nobody's", Record{Status: StatusRunning, LeaseOwner: ""}, "", false},
+		{"a retryable failure in its back-off", Record{Status: StatusFailedRetryable, LeaseOwner: "a"}, "b", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := RetryLater(c.rec, c.owner); got != c.want {
+				t.Fatalf("got %v, want %v", got, c.want)
 			}
 		})
 	}
@@ -88,6 +132,8 @@ func TestDecideFinish(t *testing.T) {
 		{"held by a live lease", pending("a", 0, live), FinishRequest{Owner: "b", Try: 0}, DecisionRepeatOther},
 		{"holder's lease ran out", pending("a", 0, expired), FinishRequest{Owner: "b", Try: 0}, DecisionTakeover},
 		{"holder's later try", pending("a", 0, live), FinishRequest{Owner: "a", Try: 1}, DecisionRepeatSame},
+		{"holder's copy without a retry count", pending("a", -1, live), FinishRequest{Owner: "a", Try: -1}, DecisionRepeatOther},
+		{"holder's own expired lease", pending("a", -1, expired), FinishRequest{Owner: "a", Try: -1}, DecisionRepeatSame},
 		{"a copy of the holder's try", pending("a", 1, live), FinishRequest{Owner: "a", Try: 1}, DecisionRepeatOther},
 		{"empty owners never match", pending("", -1, live), FinishRequest{Owner: "", Try: -1}, DecisionRepeatOther},
 	}

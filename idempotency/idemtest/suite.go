@@ -69,6 +69,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ResultTooLargeRecordedFinalOnce", func(t *testing.T) { resultTooLarge(t, h) })
 	t.Run("FinishHeldOnceThenClaimed", func(t *testing.T) { finishOnce(t, h) })
 	t.Run("EmptyOwnerNeverTakesALiveLease", func(t *testing.T) { emptyOwner(t, h) })
+	t.Run("TryNotLaterNeverTakesItsOwnLiveLease", func(t *testing.T) { ownLeaseRetryLater(t, h) })
+	t.Run("RetryableFailureWaitsItsBackoff", func(t *testing.T) { retryBackoff(t, h) })
+	t.Run("FinishHoldIsFencedAndBounded", func(t *testing.T) { finishHold(t, h) })
 	t.Run("RunReplaysTypedResults", func(t *testing.T) { runTyped(t, h) })
 	t.Run("RunKeepsA1MiBResultByReference", func(t *testing.T) { runLarge(t, h) })
 	t.Run("WaitInFlightAnswersTheOwnersResult", func(t *testing.T) { waitInFlight(t, h) })
@@ -287,7 +290,9 @@ func concurrentTakeover(t *testing.T, h Harness) {
 }
 
 func retryableBudget(t *testing.T, h Harness) {
-	e := h.NewEngine(t, idempotency.WithMaxAttempts(3))
+	// Another owner claims at once after each failure: no back-off here
+	// (retryBackoff checks it).
+	e := h.NewEngine(t, idempotency.WithMaxAttempts(3), idempotency.WithRetryBackoff(0))
 	ctx := context.Background()
 	key := NewKey()
 	for attempt := 1; attempt <= 3; attempt++ {

@@ -94,17 +94,17 @@ func (s *Store) Ping(ctx context.Context) error { return mapErr(s.db.PingContext
 
 const columns = `request_id, tenant_id, task_type, operation, input_version, origin_request_id, event_source,
  event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until, result_ref, input_ref, payload_hash,
- last_error_code, last_error, finish, steps, sweep_after, traceparent, created_at, updated_at`
+ last_error_code, last_error, finish, steps, sweep_after, traceparent, created_at, updated_at, retry_after`
 
 func scan(row interface{ Scan(...any) error }, extra ...any) (driver.Record, error) {
 	var r driver.Record
 	var st, finish string
 	var steps sql.NullString
-	var lease, sweep sql.NullTime
+	var lease, sweep, retry sql.NullTime
 	dest := []any{&r.Key, &r.TenantID, &r.TaskType, &r.Operation, &r.InputVersion, &r.OriginRequestID,
 		&r.EventSource, &r.EventID, &r.ParentKey, &r.Op, &st, &r.Attempt, &r.Fence, &r.LeaseOwner, &r.LeaseTry, &lease,
 		&r.ResultRef, &r.InputRef, &r.PayloadHash, &r.LastErrorCode, &r.LastError, &finish, &steps, &sweep,
-		&r.TraceParent, &r.CreatedAt, &r.UpdatedAt}
+		&r.TraceParent, &r.CreatedAt, &r.UpdatedAt, &retry}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, driver.ErrNotFound
@@ -123,6 +123,9 @@ func scan(row interface{ Scan(...any) error }, extra ...any) (driver.Record, err
 	}
 	if sweep.Valid {
 		r.SweepAfter = sweep.Time
+	}
+	if retry.Valid {
+		r.RetryAfter = retry.Time
 	}
 	if steps.Valid && steps.String != "" {
 		if err := json.Unmarshal([]byte(steps.String), &r.Steps); err != nil {
@@ -250,7 +253,7 @@ func takeover(ctx context.Context, tx *sql.Tx, req driver.ClaimRequest) (driver.
 			lease = rec.LeaseUntil
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = ?, fence = ?, attempt = ?,
- lease_owner = ?, lease_try = ?, lease_until = ?, sweep_after = NULL, updated_at = NOW(3) WHERE request_id = ?`,
+ lease_owner = ?, lease_try = ?, lease_until = ?, sweep_after = NULL, retry_after = NULL, updated_at = NOW(3) WHERE request_id = ?`,
 			string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, rec.LeaseTry, lease, rec.Key)
 		if err != nil {
 			return driver.ClaimResult{}, mapErr(err)
@@ -308,10 +311,15 @@ func retryWhile(ctx context.Context, step time.Duration, again func(error) bool,
 // as a deadlock victim against a concurrent claim; it is retried, since it
 // changed nothing.
 func (s *Store) guarded(ctx context.Context, op, set string, args ...any) error {
+	return s.fenced(ctx, op, set, `status = 'RUNNING'`, args...)
+}
+
+// fenced is guarded with the status condition held given.
+func (s *Store) fenced(ctx context.Context, op, set, held string, args ...any) error {
 	var n int64
 	for i := range 5 {
 		r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`, sweep_after = NULL, updated_at = NOW(3)
- WHERE request_id = ? AND fence = ? AND status = 'RUNNING'`, args...)
+ WHERE request_id = ? AND fence = ? AND `+held, args...)
 		if err == nil {
 			n, err = r.RowsAffected()
 		}
@@ -358,9 +366,11 @@ func (s *Store) MarkFinished(ctx context.Context, keys []string) error {
 	return nil
 }
 
-// Renew extends a lease by d from the database's now.
+// Renew extends the lease held at fence (a task's or a pending finish's,
+// driver.Leased) by d from the database's now.
 func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Duration) error {
-	return s.guarded(ctx, "renew", `lease_until = NOW(3) + INTERVAL ? MICROSECOND`, d.Microseconds(), key, fence)
+	return s.fenced(ctx, "renew", `lease_until = NOW(3) + INTERVAL ? MICROSECOND`,
+		`(status = 'RUNNING' OR (status = 'SUCCEEDED' AND finish = 'PENDING'))`, d.Microseconds(), key, fence)
 }
 
 // Complete records SUCCEEDED with the result reference, and, when c asks
@@ -380,9 +390,11 @@ func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.
 // (driver.DecideFinish in SQL); only when it matched nothing is the
 // record read, to tell in progress from nothing pending.
 func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driver.ClaimResult, error) {
+	// The new fence comes back as the statement's LAST_INSERT_ID.
 	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET lease_owner = ?, lease_try = ?,
- lease_until = NOW(3) + INTERVAL ? MICROSECOND WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING'
- AND (lease_until <= NOW(3) OR (? <> '' AND lease_owner = ? AND (? < 0 OR ? > lease_try)))`,
+ lease_until = NOW(3) + INTERVAL ? MICROSECOND, fence = LAST_INSERT_ID(fence + 1)
+ WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING'
+ AND (lease_until <= NOW(3) OR (? <> '' AND lease_owner = ? AND ? >= 0 AND ? > lease_try))`,
 		req.Owner, req.Try, req.Lease.Microseconds(), req.Key, req.Owner, req.Owner, req.Try, req.Try)
 	if err != nil {
 		return driver.ClaimResult{}, mapErr(err)
@@ -390,9 +402,13 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 	if n, err := r.RowsAffected(); err != nil {
 		return driver.ClaimResult{}, mapErr(err)
 	} else if n == 1 {
+		fence, err := r.LastInsertId()
+		if err != nil {
+			return driver.ClaimResult{}, mapErr(err)
+		}
 		return driver.ClaimResult{Decision: driver.DecisionTakeover, LeaseLeft: req.Lease, Source: "mysql",
 			Record: driver.Record{Key: req.Key, Status: driver.StatusSucceeded, Finish: driver.FinishPending,
-				LeaseOwner: req.Owner, LeaseTry: req.Try}}, nil
+				Fence: fence, LeaseOwner: req.Owner, LeaseTry: req.Try}}, nil
 	}
 	rec, now, err := readNow(ctx, s.db, readNowSQL, req.Key)
 	if err != nil {
@@ -434,12 +450,14 @@ func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *drive
 
 // Fail records a classified failure.
 func (s *Store) Fail(ctx context.Context, key string, fence int64, f driver.Failure) error {
-	st := driver.StatusFailedRetryable
 	if f.Final {
-		st = driver.StatusFailedFinal
+		return s.guarded(ctx, "fail", `status = 'FAILED_FINAL', last_error_code = ?, last_error = ?, lease_until = NULL,
+ retry_after = NULL`, f.Code, f.Message, key, fence)
 	}
-	return s.guarded(ctx, "fail", `status = ?, last_error_code = ?, last_error = ?, lease_until = NULL`,
-		string(st), f.Code, f.Message, key, fence)
+	// The back-off ends on the database's clock, like leases.
+	return s.guarded(ctx, "fail", `status = 'FAILED_RETRYABLE', last_error_code = ?, last_error = ?, lease_until = NULL,
+ retry_after = IF(? > 0, NOW(3) + INTERVAL ? MICROSECOND, NULL)`,
+		f.Code, f.Message, f.RetryAfter.Microseconds(), f.RetryAfter.Microseconds(), key, fence)
 }
 
 var errTxAborted = errors.New("mysqlstore: transaction aborted by InnoDB")

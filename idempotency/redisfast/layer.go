@@ -54,10 +54,11 @@ if not st then
 end
 local lu = tonumber(h[4] or '0')
 if st == 'RUNNING' then
-  -- The same request's later try (or an unknown try) may take over; a
-  -- concurrent copy of the same try waits like any other duplicate. An
-  -- empty owner is nobody's.
-  if owner ~= '' and h[2] == owner and (try < 0 or try > tonumber(h[10] or '-1')) then
+  -- The same request's known later try may take over (the Store decides);
+  -- a copy of the same try, or one without a retry count, waits like any
+  -- other duplicate (answered retry later: the lease is its own). An empty
+  -- owner is nobody's.
+  if owner ~= '' and h[2] == owner and try >= 0 and try > tonumber(h[10] or '-1') then
     return {'REPEAT_SAME'}
   end
   if lu > now then

@@ -76,8 +76,11 @@ func TestClaimVerdicts(t *testing.T) {
 			{"a copy of a's try", claim("a", "ph", time.Minute), driver.FastRepeatOther},
 			{"a's retry", func(k string) (driver.FastAnswer, error) { return l.Claim(ctx, k, "a", 1, "ph", time.Minute) },
 				driver.FastRepeatSame},
+			// A copy without a retry count may run beside the holder: it waits
+			// (issue 20 case 4), answered with the owner so the engine sees
+			// the lease is its own.
 			{"a, try unknown", func(k string) (driver.FastAnswer, error) { return l.Claim(ctx, k, "a", -1, "ph", time.Minute) },
-				driver.FastRepeatSame},
+				driver.FastRepeatOther},
 			{"other payload", claim("c", "other", time.Minute), driver.FastMismatch},
 		}},
 		{"expired lease is stale, then the new claimant holds it", []step{

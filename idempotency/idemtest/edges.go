@@ -1,0 +1,200 @@
+package idemtest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
+)
+
+// Claim and finish edges of issue 20: copies of one request without a
+// later retry count (cases 3 and 4), a retryable failure's back-off (case
+// 8) and a finish holder's fenced, bounded hold (case 7).
+
+// retryLater fails unless err is the not-acknowledged retry_later answer.
+func retryLater(t *testing.T, what string, err error) {
+	t.Helper()
+	var ie *idempotency.Error
+	if !errors.Is(err, idempotency.ErrRetryLater) || errors.Is(err, idempotency.ErrInProgress) ||
+		!errors.As(err, &ie) || !ie.Retryable() || ie.Code != "retry_later" {
+		t.Fatalf("%s: %v, want a RETRYABLE retry_later error (ErrRetryLater, not ErrInProgress)", what, err)
+	}
+}
+
+// never is a function Do must not run.
+func neverRuns(t *testing.T) func(context.Context, *idempotency.Lease) (string, error) {
+	return func(context.Context, *idempotency.Lease) (string, error) {
+		t.Error("ran while its own live lease or a back-off held it")
+		return "", errors.New("ran")
+	}
+}
+
+// ownLeaseRetryLater: a delivery whose try is not known to be later than
+// its own live lease's (no retry count, or the go1 runtime's 0 again) is a
+// copy or a retry of a try that may have died: it neither takes the lease
+// over (copies would take turns spending the budget) nor is answered "in
+// progress" (acknowledged, the work of a dead try would be lost); once the
+// lease ends it takes over. Another owner's live lease stays in progress.
+func ownLeaseRetryLater(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name      string
+		holder    int
+		delivery int
+	}{{"no retry count", -1, -1}, {"go1: try 0 again", 0, 0}, {"unknown try against a known one", 0, -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			key := NewKey()
+			first := short(req(key, "fc-req-1"))
+			first.Try = c.holder
+			if _, l := claim(t, e, first); l == nil {
+				t.Fatal("first claim not owned")
+			}
+			copyReq := req(key, "fc-req-1")
+			copyReq.Try = c.delivery
+			for i := range 3 {
+				res, l := claim(t, e, copyReq)
+				if l != nil || res.Decision.Owned() {
+					t.Fatalf("copy %d took its twin's live lease: %s", i, res.Decision)
+				}
+				_, err := e.Do(ctx, copyReq, neverRuns(t))
+				retryLater(t, "a copy of the holder's request", err)
+			}
+			if _, err := e.Do(ctx, req(key, "fc-req-2"), neverRuns(t)); !errors.Is(err, idempotency.ErrInProgress) {
+				t.Fatalf("another request: %v, want ErrInProgress (its holder carries the work)", err)
+			}
+			time.Sleep(shortLease + 150*time.Millisecond)
+			res, l := claim(t, e, copyReq)
+			if l == nil || res.Decision != idempotency.DecisionRepeatSame {
+				t.Fatalf("after the lease: %s, want REPEAT_SAME", res.Decision)
+			}
+			want(t, "attempt", l.Attempt, 2)
+		})
+	}
+}
+
+// retryBackoff: a retryable failure is not retried by another delivery
+// until its back-off (base·2^(attempt-1), on the store's clock) has passed;
+// the failed request's own later try goes on at once, a copy of its try
+// does not. Duplicates in the back-off are answered retry_later.
+func retryBackoff(t *testing.T, h Harness) {
+	const base = 300 * time.Millisecond
+	e := h.NewEngine(t, idempotency.WithRetryBackoff(base), idempotency.WithMaxAttempts(3))
+	ctx := context.Background()
+	key := NewKey()
+	transient := func(context.Context, *idempotency.Lease) (string, error) {
+		return "", idempotency.Retryable("rate_limited", errors.New("429"))
+	}
+	a := req(key, "batch#0")
+	if _, err := e.Do(ctx, a, transient); err == nil {
+		t.Fatal("attempt 1 did not fail")
+	}
+	for _, owner := range []string{"batch#1", "batch#2", "batch#0"} { // the last: a copy of the failed try
+		r := req(key, owner)
+		_, err := e.Do(ctx, r, neverRuns(t))
+		retryLater(t, owner+" in the back-off", err)
+	}
+	want(t, "attempt after the duplicates", get(t, e, key).Attempt, 1)
+	retry := req(key, "batch#0")
+	retry.Try = 1 // FC's retry of the failed request: it waited FC's back-off
+	res, l := claim(t, e, retry)
+	if l == nil {
+		t.Fatalf("the failed request's later try: %s", res.Decision)
+	}
+	want(t, "attempt", l.Attempt, 2)
+	start := time.Now()
+	if _, err := l.Fail(ctx, idempotency.Retryable("rate_limited", errors.New("429"))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(base + 50*time.Millisecond) // past attempt 1's back-off, not attempt 2's (2·base)
+	if time.Since(start) < 2*base-50*time.Millisecond {
+		_, err := e.Do(ctx, req(key, "batch#1"), neverRuns(t))
+		retryLater(t, "attempt 2's longer back-off", err)
+	}
+	time.Sleep(time.Until(start.Add(2*base + 100*time.Millisecond)))
+	res, l = claim(t, e, req(key, "batch#1"))
+	if l == nil || res.Decision != idempotency.DecisionTakeover {
+		t.Fatalf("after the back-off: %s", res.Decision)
+	}
+	want(t, "attempt", l.Attempt, 3)
+	if rec := get(t, e, key); !rec.RetryAfter.IsZero() {
+		t.Fatalf("a takeover left the back-off set: %s", rec.RetryAfter)
+	}
+	if err := l.Complete(ctx, "ok"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// finishHold: the finish's holder checks, and past a third of its lease
+// renews, the finish lease before a side effect, fenced: once another
+// holder took the finish over — even one with the same owner and try — the
+// old holder's Hold is refused and it must not notify. The context Hold
+// returns ends before the finish lease does.
+func finishHold(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithLease(shortLease))
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		owner string
+		try   int
+	}{{"the sweeper takes it over", "sweeper", -1}, {"a copy of the same request and try", "a", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			key := NewKey()
+			r := short(req(key, "a"))
+			r.FinishAfter = true
+			_, l := claim(t, e, r)
+			if err := l.Complete(ctx, "ref"); err != nil {
+				t.Fatal(err)
+			}
+			f := l.Finisher()
+			hctx, release, err := f.Hold(ctx)
+			if err != nil {
+				t.Fatalf("hold at once: %v", err)
+			}
+			if dl, ok := hctx.Deadline(); !ok || time.Until(dl) > shortLease {
+				t.Fatalf("the hold's context ends in %v, after the finish lease", time.Until(dl))
+			}
+			release()
+			time.Sleep(shortLease + 150*time.Millisecond) // a slow publish: the lease ran out
+			res, g, err := e.ClaimFinish(ctx, key, c.owner, c.try)
+			if err != nil || g == nil {
+				t.Fatalf("claim after the lease: %s %v", res.Decision, err)
+			}
+			if _, _, err := f.Hold(ctx); !errors.Is(err, idempotency.ErrLeaseLost) {
+				t.Fatalf("the replaced holder's hold: %v, want ErrLeaseLost", err)
+			}
+			if _, release, err := g.Hold(ctx); err != nil {
+				t.Fatalf("the new holder's hold: %v", err)
+			} else {
+				release()
+			}
+			if err := g.Done(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want(t, "finish", get(t, e, key).Finish, driver.FinishDone)
+		})
+	}
+	// Past a third of the lease, Hold renews: nobody else takes the finish
+	// over at the old lease's end.
+	key := NewKey()
+	r := req(key, "a")
+	r.FinishAfter = true
+	_, l := claim(t, e, r)
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	f := l.Finisher()
+	time.Sleep(shortLease / 2)
+	_, release, err := f.Hold(ctx)
+	if err != nil {
+		t.Fatalf("hold: %v", err)
+	}
+	defer release()
+	time.Sleep(shortLease/2 + 100*time.Millisecond) // past the lease as Complete set it
+	if res, g, err := e.ClaimFinish(ctx, key, "sweeper", -1); err != nil || g != nil {
+		t.Fatalf("the renewed finish was taken over: %s %v", res.Decision, err)
+	}
+}
