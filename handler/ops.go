@@ -147,7 +147,7 @@ func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, ow
 	case err == nil:
 		out := p.runTask(ctx, t, meta, owner)
 		if out.Decision != DecisionRejected {
-			return out, false
+			return out, out.ErrorType == retryLater // in its back-off: left for a later sweep
 		}
 		// Refused before any claim (a limit lowered since, notify no longer
 		// configured): without an answer of its own the record would head

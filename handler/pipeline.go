@@ -131,6 +131,11 @@ func (p *Pipeline) timer(ctx context.Context, inv *event.Invocation, meta Meta) 
 	return reply(rep, false, "")
 }
 
+// retryLater is the code of idempotency.ErrRetryLater's failure: the
+// delivery met its own live lease, or a retryable failure in its back-off,
+// and is answered retryably, never acknowledged (docs/design.md §6).
+const retryLater = "retry_later"
+
 // task is one task event on its way through the pipeline.
 type task struct {
 	*event.Task

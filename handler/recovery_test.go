@@ -6,10 +6,13 @@ package handler_test
 // recovery explorer (handler/explore) searches the whole class.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,7 +20,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aliyun/fc-runtime-go-sdk/fc/messages"
+	"github.com/aliyun/fc-runtime-go-sdk/fccontext"
+
 	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/handler/customruntime"
+	"github.com/idemgate/idemgate/handler/go1"
 	"github.com/idemgate/idemgate/handler/llm"
 	"github.com/idemgate/idemgate/handler/notify"
 	"github.com/idemgate/idemgate/idempotency"
@@ -27,6 +35,10 @@ import (
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/ossresult"
 )
+
+// backoff is the retry back-off of rigs whose tests retry a retryable
+// failure from another delivery (the sweeper's grace, shortened).
+const backoff = 50 * time.Millisecond
 
 // onStores runs fn on the embedded store and on MySQL (a database of its
 // own: the sweeper scans whole tables).
@@ -205,7 +217,7 @@ func TestReplayOfAMismatchedDeadLetterChangesNothing(t *testing.T) {
 // not hold the head of the queue for an hour.
 func TestSweeperIsNotHeldByRecordsWithoutInput(t *testing.T) {
 	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
-		rg := newRigOn(t, store, dir, &model{})
+		rg := newRigOn(t, store, dir, &model{}, idempotency.WithRetryBackoff(backoff))
 		base, _ := rg.p.Results(context.Background(), handler.Credentials{})
 		flaky := &flakyInput{ResultStore: base}
 		flaky.fails.Store(2)
@@ -226,6 +238,7 @@ func TestSweeperIsNotHeldByRecordsWithoutInput(t *testing.T) {
 		}
 		y := summarizeData("has its input")
 		rg.p.Handle(context.Background(), taskBody("ev-y", y, ""), handler.Meta{RequestID: "y"})
+		time.Sleep(2 * backoff) // the sweeper's grace, shortened: a retryable failure's back-off has passed
 		var reps []handler.SweepReport
 		for range 2 {
 			rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{Limit: 2})
@@ -330,7 +343,7 @@ func TestReplayFencesOutALateRedisPublish(t *testing.T) {
 // without notify, takes over and completes. The stored input decides.
 func TestDoubleSubmitWithoutNotifyKeepsTheStoredNotify(t *testing.T) {
 	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
-		rg := newRigOn(t, store, dir, &model{})
+		rg := newRigOn(t, store, dir, &model{}, idempotency.WithRetryBackoff(backoff))
 		n := &notifier{}
 		rg.p.Notify = n
 		var die atomic.Bool
@@ -342,6 +355,7 @@ func TestDoubleSubmitWithoutNotifyKeepsTheStoredNotify(t *testing.T) {
 		}
 		data := summarizeData("double submit")
 		rg.p.Handle(context.Background(), taskBody("ev-1", summarizeData("double submit"), "https://hook.test/x"), handler.Meta{RequestID: "d1"})
+		time.Sleep(2 * backoff) // D1's failure (its panic) is retried after its back-off
 		o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-2", data, ""), handler.Meta{RequestID: "d2"}))
 		if o.Status != "SUCCEEDED" || n.posts.Load() != 1 {
 			t.Fatalf("D2 %+v, notifications %d (the stored input asks for one)", o, n.posts.Load())
@@ -441,13 +455,14 @@ func TestSweeperEndsAStoredInputItCannotPrepare(t *testing.T) {
 			}
 			return llm.Response{Text: "ok"}, nil
 		}}
-		rg := newRigOn(t, store, dir, m)
+		rg := newRigOn(t, store, dir, m, idempotency.WithRetryBackoff(backoff))
 		rg.p.Notify = &notifier{}
 		data := summarizeData("asks for notify")
 		if o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-1", data, "https://hook.test/x"), handler.Meta{RequestID: "r1"})); o.Status != "FAILED_RETRYABLE" {
 			t.Fatalf("first: %+v", o)
 		}
-		rg.p.Notify = nil // redeployed without a notifier
+		rg.p.Notify = nil       // redeployed without a notifier
+		time.Sleep(2 * backoff) // the sweeper's grace, shortened
 		rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -569,4 +584,220 @@ func TestAForbiddenNotifyURLIsRefusedBeforeAnythingRuns(t *testing.T) {
 			t.Fatalf("a record was written: %v", err)
 		}
 	})
+}
+
+// Issue 20 case 3: over the go1 runtime every try reads retry count 0 (the
+// SDK's value for a missing x-fc-retry-count). FC's retry of a try whose
+// instance died while its lease still runs must not be acknowledged — FC
+// would record success and the event be lost — but answered retryably;
+// once the lease has ended, the retry runs the task.
+func TestGo1RetryOfADeadTryIsNotAcknowledged(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		const lease = 300 * time.Millisecond
+		m := &model{}
+		rg := newRigOn(t, store, dir, m, idempotency.WithLease(lease))
+		data := summarizeData("go1 try that died")
+		d := derive(t, data)
+		h := go1.Handler(rg.p.Handle, nil)
+		fcctx := fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: "r1"}) // no retry count: 0
+		// Try 0 claims, and its instance dies before it saves its input.
+		if _, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
+			Owner: "r1", Try: go1.Meta(fcctx).RetryCount, Lease: lease}); err != nil || l == nil {
+			t.Fatalf("claim: %v", err)
+		}
+		body := taskBody("ev-1", data, "")
+		res, err := h(fcctx, body)
+		var ie messages.InvokeResponse_Error
+		if !errors.As(err, &ie) || ie.Type != "retry_later" {
+			t.Fatalf("FC's retry during the dead try's lease was answered %s %v: acknowledged, the event would be lost", res, err)
+		}
+		time.Sleep(lease + 100*time.Millisecond)
+		res, err = h(fcctx, body)
+		var o handler.Outcome
+		if err != nil || json.Unmarshal(res, &o) != nil || o.Status != "SUCCEEDED" || m.calls.Load() != 1 {
+			t.Fatalf("FC's retry after the lease: %s %v, model calls %d", res, err, m.calls.Load())
+		}
+	})
+}
+
+// Issue 20 case 4: four deliveries of one request id without a retry count
+// (the custom runtime, no x-fc-retry-count) while the first runs: the
+// copies neither take its lease (no second model call, no attempts spent)
+// nor are acknowledged; their retries are answered the result.
+func TestCopiesWithoutARetryCountDoNotTakeEachOthersLease(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		release := make(chan struct{})
+		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
+			if n == 1 {
+				<-release
+			}
+			return llm.Response{Text: fmt.Sprintf("call %d", n)}, nil
+		}}
+		rg := newRigOn(t, store, dir, m)
+		srv := &customruntime.Server{Handle: rg.p.Handle, Log: rg.p.Log}
+		body := taskBody("ev-1", summarizeData("four copies"), "")
+		invoke := func() *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodPost, "/invoke", bytes.NewReader(body))
+			r.Header.Set("x-fc-request-id", "r1") // and no x-fc-retry-count
+			w := httptest.NewRecorder()
+			srv.ServeHTTP(w, r)
+			return w
+		}
+		first := make(chan *httptest.ResponseRecorder, 1)
+		go func() { first <- invoke() }()
+		for m.calls.Load() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		for i := range 3 {
+			w := invoke()
+			var o handler.Outcome
+			_ = json.Unmarshal(w.Body.Bytes(), &o)
+			if w.Code != http.StatusNotFound || o.ErrorType != "retry_later" {
+				t.Errorf("copy %d: HTTP %d %s, want 404 retry_later", i+1, w.Code, w.Body)
+			}
+		}
+		close(release)
+		if w := <-first; w.Code != http.StatusOK {
+			t.Fatalf("the first delivery: HTTP %d %s", w.Code, w.Body)
+		}
+		if w := invoke(); w.Code != http.StatusOK {
+			t.Fatalf("a copy's retry: HTTP %d %s", w.Code, w.Body)
+		}
+		rec, _ := store.Get(context.Background(), derive(t, summarizeData("four copies")).Key)
+		if rec.Status != driver.StatusSucceeded || rec.Attempt != 1 || m.calls.Load() != 1 {
+			t.Fatalf("record %s attempt %d, model calls %d", rec.Status, rec.Attempt, m.calls.Load())
+		}
+	})
+}
+
+// Issue 20 case 8: an event-streaming batch carries one action three
+// times and the model answers 429 for a while. Member 0's failure must not
+// be retried at once by members 1 and 2 (which would spend the budget in
+// one invocation and dead-letter a healthy task): they are answered
+// retry_later, and FC's retry of the batch, once the provider is back, runs
+// the action again and succeeds.
+func TestBatchDuplicatesWaitForARetryableFailuresBackoff(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		const outage = 400 * time.Millisecond
+		start := time.Now()
+		m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) {
+			if time.Since(start) < outage {
+				return llm.Response{}, idempotency.Retryable("rate_limited", errors.New("429"))
+			}
+			return llm.Response{Text: "summary"}, nil
+		}}
+		rg := newRigOn(t, store, dir, m)
+		data := summarizeData("three times in one batch")
+		var members [][]byte
+		for i := range 3 {
+			members = append(members, taskBody(fmt.Sprintf("ev-%d", i), summarizeData("three times in one batch"), ""))
+		}
+		batch := append(append([]byte("["), bytes.Join(members, []byte(","))...), ']')
+		r := rg.p.Handle(context.Background(), batch, handler.Meta{RequestID: "b1", RetryCount: 0})
+		rec, _ := store.Get(context.Background(), derive(t, data).Key)
+		if r.Status != http.StatusNotFound || rec.Status != driver.StatusFailedRetryable || rec.Attempt != 1 || m.calls.Load() != 1 {
+			t.Fatalf("the batch: HTTP %d, record %s attempt %d, model calls %d: %s", r.Status, rec.Status, rec.Attempt,
+				m.calls.Load(), r.Body)
+		}
+		time.Sleep(time.Until(start.Add(outage + 50*time.Millisecond))) // FC's back-off; the provider is back
+		r = rg.p.Handle(context.Background(), batch, handler.Meta{RequestID: "b1", RetryCount: 1})
+		rec, _ = store.Get(context.Background(), derive(t, data).Key)
+		if r.Status != http.StatusOK || rec.Status != driver.StatusSucceeded || rec.Attempt != 2 {
+			t.Fatalf("FC's retry of the batch: HTTP %d, record %s attempt %d: %s", r.Status, rec.Status, rec.Attempt, r.Body)
+		}
+	})
+}
+
+// slowApproved holds the first publish of an approved result until
+// released: a finish holder whose publish outlasts its finish lease.
+type slowApproved struct {
+	handler.ResultStore
+	once    sync.Once
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (s *slowApproved) PutOnce(ctx context.Context, key string, body []byte, ct string, m ossresult.Meta) (string, error) {
+	if strings.HasSuffix(key, "/approved/result.md") {
+		first := false
+		s.once.Do(func() { first = true })
+		if first {
+			close(s.reached)
+			<-s.release
+		}
+	}
+	return s.ResultStore.PutOnce(ctx, key, body, ct, m)
+}
+
+// Issue 20 case 7: the finish holder's publish outlasts its finish lease
+// and the sweeper's grace; the sweeper takes the finish over and notifies.
+// The slow holder must not notify too: no crash happened, so at most one
+// notification (docs/design.md §13).
+func TestSlowFinishHolderDoesNotNotifyAfterItsLease(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		const lease = 300 * time.Millisecond
+		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(lease))
+		n := &notifier{}
+		rg.p.Notify = n
+		base, _ := rg.p.Results(context.Background(), handler.Credentials{})
+		slow := &slowApproved{ResultStore: base, reached: make(chan struct{}), release: make(chan struct{})}
+		rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) { return slow, nil }
+		data := summarizeData("a slow publish")
+		done := make(chan handler.Reply, 1)
+		go func() {
+			done <- rg.p.Handle(context.Background(), taskBody("ev-1", data, "https://hook.test/x"), handler.Meta{RequestID: "r1", RetryCount: 0})
+		}()
+		<-slow.reached
+		time.Sleep(lease + 100*time.Millisecond) // the holder's finish lease (and the grace) ran out
+		rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
+		if err != nil || rep.Finished != 1 || n.posts.Load() != 1 {
+			t.Fatalf("the sweeper's finish: %+v %v, notifications %d", rep, err, n.posts.Load())
+		}
+		close(slow.release)
+		r := <-done
+		if got := n.posts.Load(); got != 1 {
+			t.Fatalf("%d notifications: the slow holder notified after its lease", got)
+		}
+		if o := outcome(t, r); r.Status != http.StatusOK || o.Status != "SUCCEEDED" {
+			t.Fatalf("the holder's answer: HTTP %d %+v", r.Status, o)
+		}
+		if rec, _ := store.Get(context.Background(), derive(t, data).Key); rec.Finish != driver.FinishDone {
+			t.Fatalf("finish %s", rec.Finish)
+		}
+	})
+}
+
+// deadlineNotifier records the deadline each POST ran under.
+type deadlineNotifier struct {
+	mu   sync.Mutex
+	left []time.Duration // -1: no deadline
+}
+
+func (d *deadlineNotifier) Post(ctx context.Context, _, _, _ string, _ []byte) error {
+	left := time.Duration(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		left = time.Until(dl)
+	}
+	d.mu.Lock()
+	d.left = append(d.left, left)
+	d.mu.Unlock()
+	return nil
+}
+
+// Issue 20 case 7: the notify POST never outlives the finish lease (a POST
+// still in flight when another holder may take the finish over would be a
+// second notification).
+func TestNotifyIsBoundedByTheFinishLease(t *testing.T) {
+	const lease = 20 * time.Second
+	rg := newRig(t, &model{}, idempotency.WithLease(lease))
+	n := &deadlineNotifier{}
+	rg.p.Notify = n
+	r := rg.p.Handle(context.Background(), taskBody("ev-1", summarizeData("bounded notify"), "https://hook.test/x"),
+		handler.Meta{RequestID: "r1", RetryCount: 0})
+	if r.Status != http.StatusOK || len(n.left) != 1 {
+		t.Fatalf("HTTP %d, %d notifications: %s", r.Status, len(n.left), r.Body)
+	}
+	if left := n.left[0]; left < 0 || left > lease-lease/10 {
+		t.Fatalf("the POST ran with %v left (-1: no deadline), want at most %v (the finish lease less a tenth)", left, lease-lease/10)
+	}
 }

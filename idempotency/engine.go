@@ -104,7 +104,9 @@ func WithUnconfirmedGrace(d time.Duration) Option { return func(o *options) { o.
 // the action (a batch carrying it twice, a double submit) then cannot spend
 // the attempt budget on one transient error. The store records the end on
 // its own clock.
-func WithRetryBackoff(base time.Duration) Option { return func(o *options) { o.retryBackoff = max(base, 0) } }
+func WithRetryBackoff(base time.Duration) Option {
+	return func(o *options) { o.retryBackoff = max(base, 0) }
+}
 
 // WithLogger sets the logger (default slog.Default()). The engine logs with
 // the caller's context, so a context-aware handler can add request fields.

@@ -42,8 +42,8 @@ func ownLeaseRetryLater(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	ctx := context.Background()
 	for _, c := range []struct {
-		name      string
-		holder    int
+		name     string
+		holder   int
 		delivery int
 	}{{"no retry count", -1, -1}, {"go1: try 0 again", 0, 0}, {"unknown try against a known one", 0, -1}} {
 		t.Run(c.name, func(t *testing.T) {
