@@ -183,8 +183,9 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 		return nil
 	}
 	// At most once (docs/design.md §13): post only while the finish is
-	// still ours, and give up before another holder may take it over.
-	hctx, release, err := f.Hold(ctx)
+	// still ours, and give up before another holder may take it over (the
+	// writes that follow are detached from this bound).
+	held, release, err := f.Hold(ctx)
 	if errors.Is(err, idempotency.ErrLeaseLost) {
 		p.Log.WarnContext(ctx, "finish taken over by another holder before the notification; it notifies")
 		return nil
@@ -192,9 +193,9 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 	if err != nil {
 		return p.finishFailed(ctx, f, err)
 	}
-	err = p.postNotify(hctx, notify, o)
-	release()
-	if err != nil {
+	defer release()
+	ctx = held
+	if err := p.postNotify(ctx, notify, o); err != nil {
 		return p.finishFailed(ctx, f, err)
 	}
 	if err := f.Done(ctx); err != nil {
