@@ -167,7 +167,9 @@ func ReplyError(rep handler.Reply) error {
 }
 
 // Meta maps the SDK's fccontext to handler.Meta. The SDK reports a missing
-// x-fc-retry-count as 0, so RetryCount is never -1 when the context is there;
+// x-fc-retry-count as 0, so RetryCount is never -1 when the context is there
+// (a claim never takes 0 to be later than another try, so FC's retry of a
+// try that died waits for its lease, answered retry_later: docs/design.md §6);
 // without a context (not an FC invocation) everything is empty and
 // RetryCount is -1. fccontext (v0.3.1) carries no W3C traceparent, only
 // FC's Jaeger span context (Tracing.OpenTracingSpanContext, when tracing is
