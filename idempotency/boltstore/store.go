@@ -196,8 +196,14 @@ func (s *Store) update(ctx context.Context, fn func(b *bolt.Bucket) error) error
 
 // guarded applies mutate to the record when it is RUNNING with fence.
 func (s *Store) guarded(ctx context.Context, key string, fence int64, mutate func(*driver.Record, time.Time)) error {
+	return s.fenced(ctx, key, fence, func(r driver.Record) bool { return r.Status == driver.StatusRunning }, mutate)
+}
+
+// fenced applies mutate to the record when it is at fence and held says so.
+func (s *Store) fenced(ctx context.Context, key string, fence int64, held func(driver.Record) bool,
+	mutate func(*driver.Record, time.Time)) error {
 	return s.update(ctx, func(b *bolt.Bucket) error {
-		rec, err := getIf(b, key, func(r driver.Record) bool { return r.Fence == fence && r.Status == driver.StatusRunning })
+		rec, err := getIf(b, key, func(r driver.Record) bool { return r.Fence == fence && held(r) })
 		if err != nil {
 			return err
 		}
@@ -239,15 +245,7 @@ func (s *Store) MarkFinished(ctx context.Context, keys []string) error {
 // Renew extends the lease held at fence (a task's or a pending finish's)
 // by d from now.
 func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Duration) error {
-	return s.update(ctx, func(b *bolt.Bucket) error {
-		rec, err := getIf(b, key, func(r driver.Record) bool { return r.Fence == fence && driver.Leased(r) })
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		rec.LeaseUntil, rec.UpdatedAt, rec.SweepAfter = now.Add(d), now, time.Time{}
-		return put(b, rec)
-	})
+	return s.fenced(ctx, key, fence, driver.Leased, func(r *driver.Record, now time.Time) { r.LeaseUntil = now.Add(d) })
 }
 
 // Complete records SUCCEEDED, with a finish pending under the completing
