@@ -81,51 +81,69 @@ func ownLeaseRetryLater(t *testing.T, h Harness) {
 // the failed request's own later try goes on at once, a copy of its try
 // does not. Duplicates in the back-off are answered retry_later.
 func retryBackoff(t *testing.T, h Harness) {
-	const base = 300 * time.Millisecond
-	e := h.NewEngine(t, idempotency.WithRetryBackoff(base), idempotency.WithMaxAttempts(3))
 	ctx := context.Background()
-	key := NewKey()
 	transient := func(context.Context, *idempotency.Lease) (string, error) {
 		return "", idempotency.Retryable("rate_limited", errors.New("429"))
 	}
-	a := req(key, "batch#0")
-	if _, err := e.Do(ctx, a, transient); err == nil {
-		t.Fatal("attempt 1 did not fail")
-	}
-	for _, owner := range []string{"batch#1", "batch#2", "batch#0"} { // the last: a copy of the failed try
-		r := req(key, owner)
-		_, err := e.Do(ctx, r, neverRuns(t))
-		retryLater(t, owner+" in the back-off", err)
-	}
-	want(t, "attempt after the duplicates", get(t, e, key).Attempt, 1)
-	retry := req(key, "batch#0")
-	retry.Try = 1 // FC's retry of the failed request: it waited FC's back-off
-	res, l := claim(t, e, retry)
-	if l == nil {
-		t.Fatalf("the failed request's later try: %s", res.Decision)
-	}
-	want(t, "attempt", l.Attempt, 2)
-	start := time.Now()
-	if _, err := l.Fail(ctx, idempotency.Retryable("rate_limited", errors.New("429"))); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(base + 50*time.Millisecond) // past attempt 1's back-off, not attempt 2's (2·base)
-	if time.Since(start) < 2*base-50*time.Millisecond {
-		_, err := e.Do(ctx, req(key, "batch#1"), neverRuns(t))
-		retryLater(t, "attempt 2's longer back-off", err)
-	}
-	time.Sleep(time.Until(start.Add(2*base + 100*time.Millisecond)))
-	res, l = claim(t, e, req(key, "batch#1"))
-	if l == nil || res.Decision != idempotency.DecisionTakeover {
-		t.Fatalf("after the back-off: %s", res.Decision)
-	}
-	want(t, "attempt", l.Attempt, 3)
-	if rec := get(t, e, key); !rec.RetryAfter.IsZero() {
-		t.Fatalf("a takeover left the back-off set: %s", rec.RetryAfter)
-	}
-	if err := l.Complete(ctx, "ok"); err != nil {
-		t.Fatal(err)
-	}
+	t.Run("duplicates wait, the failed request's retry does not", func(t *testing.T) {
+		e := h.NewEngine(t, idempotency.WithRetryBackoff(time.Minute))
+		key := NewKey()
+		if _, err := e.Do(ctx, req(key, "batch#0"), transient); err == nil {
+			t.Fatal("attempt 1 did not fail")
+		}
+		if rec := get(t, e, key); rec.RetryAfter.IsZero() {
+			t.Fatal("the failure recorded no back-off")
+		}
+		for _, owner := range []string{"batch#1", "batch#2", "batch#0"} { // the last: a copy of the failed try
+			_, err := e.Do(ctx, req(key, owner), neverRuns(t))
+			retryLater(t, owner+" in the back-off", err)
+		}
+		want(t, "attempt after the duplicates", get(t, e, key).Attempt, 1)
+		retry := req(key, "batch#0")
+		retry.Try = 1 // FC's retry of the failed request: it waited FC's back-off
+		res, l := claim(t, e, retry)
+		if l == nil {
+			t.Fatalf("the failed request's later try: %s", res.Decision)
+		}
+		want(t, "attempt", l.Attempt, 2)
+		if rec := get(t, e, key); !rec.RetryAfter.IsZero() {
+			t.Fatalf("a takeover left the back-off set: %s", rec.RetryAfter)
+		}
+		if err := l.Complete(ctx, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("it ends, and doubles per attempt", func(t *testing.T) {
+		const base = 200 * time.Millisecond
+		e := h.NewEngine(t, idempotency.WithRetryBackoff(base))
+		key := NewKey()
+		if _, err := e.Do(ctx, req(key, "a"), transient); err == nil {
+			t.Fatal("attempt 1 did not fail")
+		}
+		time.Sleep(base + 50*time.Millisecond)
+		res, l := claim(t, e, req(key, "b"))
+		if l == nil {
+			t.Fatalf("after attempt 1's back-off: %s", res.Decision)
+		}
+		if _, err := l.Fail(ctx, idempotency.Retryable("rate_limited", errors.New("429"))); err != nil {
+			t.Fatal(err)
+		}
+		failed := time.Now()
+		time.Sleep(base + 50*time.Millisecond) // past attempt 1's back-off, not attempt 2's (2·base)
+		_, err := e.Do(ctx, req(key, "c"), neverRuns(t))
+		if time.Since(failed) < 2*base-20*time.Millisecond { // else the machine stalled past it: nothing to check
+			retryLater(t, "attempt 2's longer back-off", err)
+		}
+		time.Sleep(time.Until(failed.Add(2*base + 100*time.Millisecond)))
+		res, l = claim(t, e, req(key, "c"))
+		if l == nil || res.Decision != idempotency.DecisionTakeover {
+			t.Fatalf("after attempt 2's back-off: %s", res.Decision)
+		}
+		want(t, "attempt", l.Attempt, 3)
+		if err := l.Complete(ctx, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // finishHold: the finish's holder checks, and past a third of its lease
@@ -134,8 +152,19 @@ func retryBackoff(t *testing.T, h Harness) {
 // old holder's Hold is refused and it must not notify. The context Hold
 // returns ends before the finish lease does.
 func finishHold(t *testing.T, h Harness) {
-	e := h.NewEngine(t, idempotency.WithLease(shortLease))
 	ctx := context.Background()
+	holder := h.NewEngine(t, idempotency.WithLease(shortLease)) // the one whose lease runs out
+	taker := h.NewEngine(t)                                     // the default lease: no stall expires it
+	completed := func(e *idempotency.Engine, key string) *idempotency.Finisher {
+		t.Helper()
+		r := req(key, "a")
+		r.FinishAfter = true
+		_, l := claim(t, e, r)
+		if err := l.Complete(ctx, "ref"); err != nil {
+			t.Fatal(err)
+		}
+		return l.Finisher()
+	}
 	for _, c := range []struct {
 		name  string
 		owner string
@@ -143,13 +172,7 @@ func finishHold(t *testing.T, h Harness) {
 	}{{"the sweeper takes it over", "sweeper", -1}, {"a copy of the same request and try", "a", 0}} {
 		t.Run(c.name, func(t *testing.T) {
 			key := NewKey()
-			r := short(req(key, "a"))
-			r.FinishAfter = true
-			_, l := claim(t, e, r)
-			if err := l.Complete(ctx, "ref"); err != nil {
-				t.Fatal(err)
-			}
-			f := l.Finisher()
+			f := completed(holder, key)
 			hctx, release, err := f.Hold(ctx)
 			if err != nil {
 				t.Fatalf("hold at once: %v", err)
@@ -159,7 +182,7 @@ func finishHold(t *testing.T, h Harness) {
 			}
 			release()
 			time.Sleep(shortLease + 150*time.Millisecond) // a slow publish: the lease ran out
-			res, g, err := e.ClaimFinish(ctx, key, c.owner, c.try)
+			res, g, err := taker.ClaimFinish(ctx, key, c.owner, c.try)
 			if err != nil || g == nil {
 				t.Fatalf("claim after the lease: %s %v", res.Decision, err)
 			}
@@ -174,27 +197,23 @@ func finishHold(t *testing.T, h Harness) {
 			if err := g.Done(ctx); err != nil {
 				t.Fatal(err)
 			}
-			want(t, "finish", get(t, e, key).Finish, driver.FinishDone)
+			want(t, "finish", get(t, taker, key).Finish, driver.FinishDone)
 		})
 	}
-	// Past a third of the lease, Hold renews: nobody else takes the finish
-	// over at the old lease's end.
-	key := NewKey()
-	r := req(key, "a")
-	r.FinishAfter = true
-	_, l := claim(t, e, r)
-	if err := l.Complete(ctx, "ref"); err != nil {
-		t.Fatal(err)
-	}
-	f := l.Finisher()
-	time.Sleep(shortLease / 2)
-	_, release, err := f.Hold(ctx)
-	if err != nil {
-		t.Fatalf("hold: %v", err)
-	}
-	defer release()
-	time.Sleep(shortLease/2 + 100*time.Millisecond) // past the lease as Complete set it
-	if res, g, err := e.ClaimFinish(ctx, key, "sweeper", -1); err != nil || g != nil {
-		t.Fatalf("the renewed finish was taken over: %s %v", res.Decision, err)
-	}
+	t.Run("past a third of the lease it renews", func(t *testing.T) {
+		const lease = 1500 * time.Millisecond
+		e := h.NewEngine(t, idempotency.WithLease(lease))
+		key := NewKey()
+		f := completed(e, key)
+		time.Sleep(lease/3 + 100*time.Millisecond)
+		_, release, err := f.Hold(ctx)
+		if err != nil {
+			t.Fatalf("hold: %v", err)
+		}
+		defer release()
+		time.Sleep(lease - lease/3) // past the lease as Complete set it, inside the renewed one
+		if res, g, err := taker.ClaimFinish(ctx, key, "sweeper", -1); err != nil || g != nil {
+			t.Fatalf("the renewed finish was taken over: %s %v", res.Decision, err)
+		}
+	})
 }
