@@ -24,7 +24,7 @@ func retryLater(t *testing.T, what string, err error) {
 	}
 }
 
-// never is a function Do must not run.
+// neverRuns is a function Do must not run.
 func neverRuns(t *testing.T) func(context.Context, *idempotency.Lease) (string, error) {
 	return func(context.Context, *idempotency.Lease) (string, error) {
 		t.Error("ran while its own live lease or a back-off held it")
@@ -39,6 +39,7 @@ func neverRuns(t *testing.T) func(context.Context, *idempotency.Lease) (string, 
 // progress" (acknowledged, the work of a dead try would be lost); once the
 // lease ends it takes over. Another owner's live lease stays in progress.
 func ownLeaseRetryLater(t *testing.T, h Harness) {
+	const lease = time.Second // long enough that no stall of the machine ends it among the copies
 	e := h.NewEngine(t)
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -47,9 +48,10 @@ func ownLeaseRetryLater(t *testing.T, h Harness) {
 		delivery int
 	}{{"no retry count", -1, -1}, {"go1: try 0 again", 0, 0}, {"unknown try against a known one", 0, -1}} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each its own key: the lease waits overlap
 			key := NewKey()
-			first := short(req(key, "fc-req-1"))
-			first.Try = c.holder
+			first := req(key, "fc-req-1")
+			first.Try, first.Lease = c.holder, lease
 			if _, l := claim(t, e, first); l == nil {
 				t.Fatal("first claim not owned")
 			}
@@ -66,7 +68,7 @@ func ownLeaseRetryLater(t *testing.T, h Harness) {
 			if _, err := e.Do(ctx, req(key, "fc-req-2"), neverRuns(t)); !errors.Is(err, idempotency.ErrInProgress) {
 				t.Fatalf("another request: %v, want ErrInProgress (its holder carries the work)", err)
 			}
-			time.Sleep(shortLease + 150*time.Millisecond)
+			time.Sleep(lease + 150*time.Millisecond)
 			res, l := claim(t, e, copyReq)
 			if l == nil || res.Decision != idempotency.DecisionRepeatSame {
 				t.Fatalf("after the lease: %s, want REPEAT_SAME", res.Decision)
