@@ -127,20 +127,24 @@ func retryBackoff(t *testing.T, h Harness) {
 		if l == nil {
 			t.Fatalf("after attempt 1's back-off: %s", res.Decision)
 		}
+		sent := time.Now() // the back-off starts no earlier
 		if _, err := l.Fail(ctx, idempotency.Retryable("rate_limited", errors.New("429"))); err != nil {
 			t.Fatal(err)
 		}
-		failed := time.Now()
+		failed := time.Now() // and no later
 		time.Sleep(base + 50*time.Millisecond) // past attempt 1's back-off, not attempt 2's (2·base)
-		_, err := e.Do(ctx, req(key, "c"), neverRuns(t))
-		if time.Since(failed) < 2*base-20*time.Millisecond { // else the machine stalled past it: nothing to check
-			retryLater(t, "attempt 2's longer back-off", err)
-		}
-		time.Sleep(time.Until(failed.Add(2*base + 100*time.Millisecond)))
 		res, l = claim(t, e, req(key, "c"))
-		if l == nil || res.Decision != idempotency.DecisionTakeover {
-			t.Fatalf("after attempt 2's back-off: %s", res.Decision)
-		}
+		switch early := time.Since(sent) < 2*base; {
+		case l != nil && early:
+			t.Fatalf("taken over %v after attempt 2 failed, inside its back-off of %v", time.Since(sent), 2*base)
+		case l == nil:
+			// Still in the back-off; it ends by failed + 2·base.
+			time.Sleep(time.Until(failed.Add(2*base + 100*time.Millisecond)))
+			if res, l = claim(t, e, req(key, "c")); l == nil {
+				t.Fatalf("after attempt 2's back-off: %s", res.Decision)
+			}
+		} // else the machine stalled past the back-off: the takeover was due
+		want(t, "decision", res.Decision, idempotency.DecisionTakeover)
 		want(t, "attempt", l.Attempt, 3)
 		if err := l.Complete(ctx, "ok"); err != nil {
 			t.Fatal(err)
@@ -155,7 +159,8 @@ func retryBackoff(t *testing.T, h Harness) {
 // returns ends before the finish lease does.
 func finishHold(t *testing.T, h Harness) {
 	ctx := context.Background()
-	holder := h.NewEngine(t, idempotency.WithLease(shortLease)) // the one whose lease runs out
+	const lease = time.Second
+	holder := h.NewEngine(t, idempotency.WithLease(lease)) // the one whose lease runs out
 	taker := h.NewEngine(t)                                     // the default lease: no stall expires it
 	completed := func(e *idempotency.Engine, key string) *idempotency.Finisher {
 		t.Helper()
@@ -173,17 +178,18 @@ func finishHold(t *testing.T, h Harness) {
 		try   int
 	}{{"the sweeper takes it over", "sweeper", -1}, {"a copy of the same request and try", "a", 0}} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each its own key: the lease waits overlap
 			key := NewKey()
 			f := completed(holder, key)
 			hctx, release, err := f.Hold(ctx)
 			if err != nil {
 				t.Fatalf("hold at once: %v", err)
 			}
-			if dl, ok := hctx.Deadline(); !ok || time.Until(dl) > shortLease {
-				t.Fatalf("the hold's context ends in %v, after the finish lease", time.Until(dl))
+			if dl, ok := hctx.Deadline(); !ok || time.Until(dl) > lease-lease/10 {
+				t.Fatalf("the hold's context ends in %v, past the finish lease less a tenth", time.Until(dl))
 			}
 			release()
-			time.Sleep(shortLease + 150*time.Millisecond) // a slow publish: the lease ran out
+			time.Sleep(lease + 150*time.Millisecond) // a slow publish: the lease ran out
 			res, g, err := taker.ClaimFinish(ctx, key, c.owner, c.try)
 			if err != nil || g == nil {
 				t.Fatalf("claim after the lease: %s %v", res.Decision, err)
@@ -203,6 +209,7 @@ func finishHold(t *testing.T, h Harness) {
 		})
 	}
 	t.Run("past a third of the lease it renews", func(t *testing.T) {
+		t.Parallel()
 		const lease = 1500 * time.Millisecond
 		e := h.NewEngine(t, idempotency.WithLease(lease))
 		key := NewKey()
