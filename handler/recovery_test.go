@@ -755,7 +755,7 @@ func (g *gatedNotifier) Post(ctx context.Context, url, key, requestID string, bo
 // crash happened, so at most one notification (docs/design.md §13).
 func TestSlowFinishHolderDoesNotNotifyAfterItsLease(t *testing.T) {
 	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
-		const lease = 300 * time.Millisecond
+		const lease = time.Second // the sweeper's finish lease too: it must outlast its publish
 		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(lease))
 		n := &gatedNotifier{posting: make(chan struct{}), release: make(chan struct{})}
 		rg.p.Notify = n
@@ -774,7 +774,11 @@ func TestSlowFinishHolderDoesNotNotifyAfterItsLease(t *testing.T) {
 			rep, _ := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
 			swept <- rep
 		}()
-		<-n.posting // the sweeper holds the finish and is notifying
+		select {
+		case <-n.posting: // the sweeper holds the finish and is notifying
+		case rep := <-swept:
+			t.Fatalf("the sweeper did not notify: %+v", rep)
+		}
 		close(slow.release)
 		r := <-done
 		close(n.release)
