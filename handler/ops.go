@@ -31,7 +31,7 @@ type SweepReport struct {
 	Scanned  int       `json:"scanned"`
 	Redriven int       `json:"redriven"` // tasks run again from their stored input
 	Finished int       `json:"finished"` // SUCCEEDED records whose publish/notify were completed
-	Deferred int       `json:"deferred"` // set aside, not run: no input.json yet (left to FC's retry), or it could not be read
+	Deferred int       `json:"deferred"` // set aside, not run: no input.json yet (left to FC's retry), it could not be read, or a retryable failure's back-off runs
 	Skipped  int       `json:"skipped"`  // left for the next run (budget spent)
 	Results  []Outcome `json:"results"`
 }

@@ -831,3 +831,29 @@ func TestNotifyIsBoundedByTheFinishLease(t *testing.T) {
 		t.Fatalf("the POST ran with %v left (-1: no deadline), want at most %v (the finish lease less a tenth)", left, lease-lease/10)
 	}
 }
+
+// Issue 20 case 8, the sweeper's side: a retryable failure still in its
+// back-off is left for a later sweep (counted set aside), not run again
+// and not given up.
+func TestSweeperLeavesARetryableFailureInItsBackoff(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
+			if n == 1 {
+				return llm.Response{}, idempotency.Retryable("rate_limited", errors.New("429"))
+			}
+			return llm.Response{Text: "ok"}, nil
+		}}
+		rg := newRigOn(t, store, dir, m, idempotency.WithRetryBackoff(time.Minute))
+		data := summarizeData("swept in its back-off")
+		if o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-1", data, ""), handler.Meta{RequestID: "r1"})); o.Status != "FAILED_RETRYABLE" {
+			t.Fatalf("first: %+v", o)
+		}
+		rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
+		if err != nil || rep.Deferred != 1 || rep.Redriven != 0 || m.calls.Load() != 1 {
+			t.Fatalf("sweep %+v %v, model calls %d", rep, err, m.calls.Load())
+		}
+		if rec, _ := store.Get(context.Background(), derive(t, data).Key); rec.Status != driver.StatusFailedRetryable || rec.Attempt != 1 {
+			t.Fatalf("record %s attempt %d", rec.Status, rec.Attempt)
+		}
+	})
+}
