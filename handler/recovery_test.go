@@ -593,31 +593,47 @@ func TestAForbiddenNotifyURLIsRefusedBeforeAnythingRuns(t *testing.T) {
 // once the lease has ended, the retry runs the task.
 func TestGo1RetryOfADeadTryIsNotAcknowledged(t *testing.T) {
 	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
-		const lease = time.Second
-		m := &model{}
-		rg := newRigOn(t, store, dir, m, idempotency.WithLease(lease))
-		data := summarizeData("go1 try that died")
-		d := derive(t, data)
-		h := go1.Handler(rg.p.Handle, nil)
-		fcctx := fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: "r1"}) // no retry count: 0
-		// Try 0 claims, and its instance dies before it saves its input.
-		if _, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
-			Owner: "r1", Try: go1.Meta(fcctx).RetryCount, Lease: lease}); err != nil || l == nil {
-			t.Fatalf("claim: %v", err)
-		}
-		body := taskBody("ev-1", data, "")
-		res, err := h(fcctx, body)
-		var ie messages.InvokeResponse_Error
-		if !errors.As(err, &ie) || ie.Type != "retry_later" {
-			t.Fatalf("FC's retry during the dead try's lease was answered %s %v: acknowledged, the event would be lost", res, err)
-		}
-		time.Sleep(lease + 100*time.Millisecond)
-		res, err = h(fcctx, body)
-		var o handler.Outcome
-		if err != nil || json.Unmarshal(res, &o) != nil || o.Status != "SUCCEEDED" || m.calls.Load() != 1 {
-			t.Fatalf("FC's retry after the lease: %s %v, model calls %d", res, err, m.calls.Load())
+		for _, redis := range []bool{false, true} {
+			t.Run(map[bool]string{false: "store alone", true: "Redis first"}[redis], func(t *testing.T) {
+				go1RetryOfADeadTry(t, store, dir, redis)
+			})
 		}
 	})
+}
+
+func go1RetryOfADeadTry(t *testing.T, store driver.Maintainer, dir string, redis bool) {
+	const lease = time.Second
+	m := &model{}
+	opts := []idempotency.Option{idempotency.WithLease(lease)}
+	data := summarizeData(fmt.Sprintf("go1 try that died %d", time.Now().UnixNano())) // a key of its own on a shared Redis
+	d := derive(t, data)
+	if redis {
+		fast := newFast(t)
+		t.Cleanup(func() { _ = fast.Forget(context.Background(), d.Key) })
+		// The dead try's claim is in Redis unconfirmed (it never
+		// published): the retry meets it there first.
+		opts = append(opts, idempotency.WithFastLayer(fast))
+	}
+	rg := newRigOn(t, store, dir, m, opts...)
+	h := go1.Handler(rg.p.Handle, nil)
+	fcctx := fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: "r1"}) // no retry count: 0
+	// Try 0 claims, and its instance dies before it saves its input.
+	if _, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
+		Owner: "r1", Try: go1.Meta(fcctx).RetryCount, Lease: lease}); err != nil || l == nil {
+		t.Fatalf("claim: %v", err)
+	}
+	body := taskBody("ev-1", data, "")
+	res, err := h(fcctx, body)
+	var ie messages.InvokeResponse_Error
+	if !errors.As(err, &ie) || ie.Type != "retry_later" {
+		t.Fatalf("FC's retry during the dead try's lease was answered %s %v: acknowledged, the event would be lost", res, err)
+	}
+	time.Sleep(lease + 100*time.Millisecond)
+	res, err = h(fcctx, body)
+	var o handler.Outcome
+	if err != nil || json.Unmarshal(res, &o) != nil || o.Status != "SUCCEEDED" || m.calls.Load() != 1 {
+		t.Fatalf("FC's retry after the lease: %s %v, model calls %d", res, err, m.calls.Load())
+	}
 }
 
 // Issue 20 case 4: four deliveries of one request id without a retry count
