@@ -187,6 +187,11 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 	// writes that follow are detached from this bound).
 	held, release, err := f.Hold(ctx)
 	if errors.Is(err, idempotency.ErrLeaseLost) {
+		// Another holder has the finish: it notifies — or it failed FINAL,
+		// which every delivery answers (§10).
+		if rec, gerr := p.Engine.Get(ctx, o.IdempotencyKey); gerr == nil && rec.FailedFinish() {
+			return idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
+		}
 		p.Log.WarnContext(ctx, "finish taken over by another holder before the notification; it notifies")
 		return nil
 	}

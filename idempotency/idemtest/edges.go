@@ -131,7 +131,7 @@ func retryBackoff(t *testing.T, h Harness) {
 		if _, err := l.Fail(ctx, idempotency.Retryable("rate_limited", errors.New("429"))); err != nil {
 			t.Fatal(err)
 		}
-		failed := time.Now() // and no later
+		failed := time.Now()                   // and no later
 		time.Sleep(base + 50*time.Millisecond) // past attempt 1's back-off, not attempt 2's (2·base)
 		res, l = claim(t, e, req(key, "c"))
 		switch early := time.Since(sent) < 2*base; {
@@ -161,7 +161,7 @@ func finishHold(t *testing.T, h Harness) {
 	ctx := context.Background()
 	const lease = time.Second
 	holder := h.NewEngine(t, idempotency.WithLease(lease)) // the one whose lease runs out
-	taker := h.NewEngine(t)                                     // the default lease: no stall expires it
+	taker := h.NewEngine(t)                                // the default lease: no stall expires it
 	completed := func(e *idempotency.Engine, key string) *idempotency.Finisher {
 		t.Helper()
 		r := req(key, "a")
