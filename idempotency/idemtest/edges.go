@@ -214,15 +214,21 @@ func finishHold(t *testing.T, h Harness) {
 		e := h.NewEngine(t, idempotency.WithLease(lease))
 		key := NewKey()
 		f := completed(e, key)
+		completedAt := time.Now() // Complete's lease ends by completedAt + lease
 		time.Sleep(lease/3 + 100*time.Millisecond)
+		sent := time.Now() // the renewed lease ends no earlier than sent + lease
 		_, release, err := f.Hold(ctx)
 		if err != nil {
 			t.Fatalf("hold: %v", err)
 		}
 		defer release()
-		time.Sleep(lease - lease/3) // past the lease as Complete set it, inside the renewed one
-		if res, g, err := taker.ClaimFinish(ctx, key, "sweeper", -1); err != nil || g != nil {
-			t.Fatalf("the renewed finish was taken over: %s %v", res.Decision, err)
+		time.Sleep(time.Until(completedAt.Add(lease + 100*time.Millisecond))) // past the lease as Complete set it
+		res, g, err := taker.ClaimFinish(ctx, key, "sweeper", -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g != nil && time.Since(sent) < lease { // else the machine stalled past the renewed lease too
+			t.Fatalf("the renewed finish was taken over %v after the renewal: %s", time.Since(sent), res.Decision)
 		}
 	})
 }
