@@ -602,7 +602,7 @@ func TestGo1RetryOfADeadTryIsNotAcknowledged(t *testing.T) {
 }
 
 func go1RetryOfADeadTry(t *testing.T, store driver.Maintainer, dir string, redis bool) {
-	const lease = time.Second
+	const lease = 2 * time.Second
 	m := &model{}
 	opts := []idempotency.Option{idempotency.WithLease(lease)}
 	data := summarizeData(fmt.Sprintf("go1 try that died %d", time.Now().UnixNano())) // a key of its own on a shared Redis
@@ -771,7 +771,7 @@ func (g *gatedNotifier) Post(ctx context.Context, url, key, requestID string, bo
 // crash happened, so at most one notification (docs/design.md §13).
 func TestSlowFinishHolderDoesNotNotifyAfterItsLease(t *testing.T) {
 	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
-		const lease = time.Second // the sweeper's finish lease too: it must outlast its publish
+		const lease = 2 * time.Second // the sweeper's finish lease too: it must outlast its publish
 		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(lease))
 		n := &gatedNotifier{posting: make(chan struct{}), release: make(chan struct{})}
 		rg.p.Notify = n
