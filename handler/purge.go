@@ -30,6 +30,9 @@ type PurgeOptions struct {
 	OlderThan, StatsOlderThan time.Duration
 	Limit                     int           // rows of each kind per batch (driver.DefaultPurgeLimit)
 	Budget                    time.Duration // wall time (default 90 s, inside the function's 120 s)
+	// Progress, when set, is called after each batch with the report so
+	// far (main purge prints progress lines from it).
+	Progress func(PurgeReport)
 }
 
 // PurgeReport is the purge's answer (the purge timer's outcome, main purge's
@@ -69,6 +72,9 @@ func (p *Pipeline) Purge(ctx context.Context, o PurgeOptions) (PurgeReport, erro
 			Limit: o.Limit, TombstonesOlderThan: p.Retention.Tombstones})
 		rep.Add(b)
 		rep.Batches++
+		if o.Progress != nil {
+			o.Progress(rep)
+		}
 		if err != nil {
 			p.logPurge(ctx, rep, err)
 			return rep, fmt.Errorf("purge: %w", err)

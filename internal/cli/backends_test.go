@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,7 +102,7 @@ func TestStartupLine(t *testing.T) {
 	})
 	t.Run("the server", func(t *testing.T) {
 		var out bytes.Buffer
-		a, err := open(&out, "serve")
+		a, err := open(&out, "serve", slog.LevelInfo)
 		if err != nil {
 			t.Fatal(err)
 		}
