@@ -28,18 +28,24 @@ var ErrTooOld = errors.New("redisfast: Redis is too old")
 // older than MinVersion. An unreachable server is the caller's to judge:
 // the fast layer is optional.
 func CheckVersion(ctx context.Context, rdb redis.UniversalClient) error {
+	_, err := ServerVersion(ctx, rdb)
+	return err
+}
+
+// ServerVersion is CheckVersion that also says which version answered.
+func ServerVersion(ctx context.Context, rdb redis.UniversalClient) (string, error) {
 	info, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
-		return fmt.Errorf("redisfast: INFO server: %w", err)
+		return "", fmt.Errorf("redisfast: INFO server: %w", err)
 	}
 	v, ok, err := atLeast(info, minMajor, minMinor)
 	switch {
 	case err != nil:
-		return err
+		return v, err
 	case !ok:
-		return fmt.Errorf("%w: %s; the fast layer needs %s or later (its scripts set several hash fields in one HSET)", ErrTooOld, v, MinVersion)
+		return v, fmt.Errorf("%w: %s; the fast layer needs %s or later (its scripts set several hash fields in one HSET)", ErrTooOld, v, MinVersion)
 	}
-	return nil
+	return v, nil
 }
 
 // atLeast reads redis_version from an INFO answer and compares it with

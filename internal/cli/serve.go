@@ -22,6 +22,10 @@ import (
 	"github.com/idemgate/idemgate/internal/logx"
 )
 
+// probeTimeout bounds the start line's probe of the store and the fast
+// layer; /initialize and the commands' own check wait longer.
+const probeTimeout = 2 * time.Second
+
 // errConfig marks a configuration error: bad usage, exit 2.
 type errConfig struct{ err error }
 
@@ -39,11 +43,18 @@ func open(w io.Writer, command string, level slog.Level) (*app.App, error) {
 	red := &logx.Redactor{}
 	log := logx.New(w, level, red)
 	slog.SetDefault(log)
-	log.Info("backends", append([]any{"command", command}, backends(cfg)...)...)
 	a, err := app.Open(cfg, log, red)
 	if err != nil {
+		log.Info("backends", append([]any{"command", command}, backends(cfg)...)...)
 		return nil, err
 	}
+	// The start line says what answered, not only what is configured
+	// (bounded: a store that does not answer is reported, not waited for).
+	pctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	store, fast := a.Answered(pctx)
+	cancel()
+	log.Info("backends", append(append([]any{"command", command}, backends(cfg)...),
+		"store_answered", store, "fast_answered", fast)...)
 	// IDEMGATE_FAULT names a pipeline point where the process kills itself
 	// (SIGKILL: no deferred cleanup), or panics with "<point>:panic", for the
 	// crash drills and the secret-leak test. Unset in production.
