@@ -36,7 +36,7 @@ var commands = []command{
 	{"replay", "--key K | --dlq FILE, --reason R --operator O", "re-drive a task with its original key (audited)", envPipeline, setupReplay},
 	{"sweep", "[--limit N] [--budget D] [--grace D] [--progress D]", "re-drive stuck tasks once (what the timer trigger runs)", envPipeline, setupSweep},
 	{"stats", "[--since D] [--json]", "decisions and the duplicate rate per minute", envStore, setupStats},
-	{"purge", "[--older-than D] [--limit N] [--budget D] [--progress D]",
+	{"purge", "[--older-than D] [--limit N] [--budget D] [--progress D] [--dry-run]",
 		"delete finished records older than the retention, with their steps, audit rows and old stats (what the daily timer runs)",
 		join(envStore, envRetention), setupPurge},
 	{"version", "", "print the module version and the VCS revision the binary was built from", nil, setupVersion},
@@ -297,6 +297,7 @@ func setupPurge(flags *flag.FlagSet) action {
 	limit := flags.Int("limit", driver.DefaultPurgeLimit, "records per batch (one short transaction each)")
 	budget := durationFlag(flags, "budget", 10*time.Minute, "wall time, a `duration`; the report says more when it ran out first")
 	every := progressFlag(flags)
+	dry := flags.Bool("dry-run", false, "count one batch of --limit records (and their steps, audit rows, old stats) that would go; delete nothing")
 	return func(ctx context.Context, r *run) int {
 		var age time.Duration
 		if *olderThan != "" {
@@ -314,7 +315,7 @@ func setupPurge(flags *flag.FlagSet) action {
 					"purged_steps", rep.Steps, "purged_replays", rep.Replays, "purged_stats", rep.Stats)
 			})
 			rep, err := a.Pipeline.Purge(ctx, handler.PurgeOptions{OlderThan: age, Limit: *limit, Budget: *budget,
-				Progress: progress})
+				Progress: progress, DryRun: *dry})
 			if err != nil {
 				return r.fail(err, a.Redactor.Redact)
 			}

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/handler"
 )
 
 // Durations take days wherever a command takes one.
@@ -139,5 +141,50 @@ func TestSweepProgress(t *testing.T) {
 	}
 	if l := lines[2]; l["taken_up"] != float64(3) || l["scanned"] != float64(3) {
 		t.Fatalf("last progress line %v", l)
+	}
+}
+
+// purge --dry-run says what would go and deletes nothing: the records are
+// still there, and the real purge then deletes as many.
+func TestPurgeDryRun(t *testing.T) {
+	env := migrated(t, "RETENTION_DAYS=30")
+	db, err := sql.Open("mysql", strings.TrimPrefix(env[0], "MYSQL_DSN="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var keys []string
+	for range 3 {
+		stdout, stderr, code := cli("invoke", "--event", uniqueTask(t))
+		if code != ExitOK {
+			t.Fatalf("invoke: exit %d\n%s%s", code, stdout, stderr)
+		}
+		keys = append(keys, outcome(t, stdout)["idempotency_key"].(string))
+	}
+	if _, err := db.Exec(`UPDATE idempotency_record SET updated_at = updated_at - INTERVAL 31 DAY`); err != nil {
+		t.Fatal(err)
+	}
+	purge := func(args ...string) handler.PurgeReport {
+		t.Helper()
+		stdout, stderr, code := cli(append([]string{"purge"}, args...)...)
+		var rep handler.PurgeReport
+		if err := json.Unmarshal([]byte(stdout), &rep); code != ExitOK || err != nil {
+			t.Fatalf("purge %v: exit %d, %v\n%s%s", args, code, err, stdout, stderr)
+		}
+		return rep
+	}
+	if rep := purge("--dry-run"); !rep.DryRun || rep.Records != 3 || rep.Batches != 1 {
+		t.Fatalf("dry run %+v", rep)
+	}
+	for _, k := range keys {
+		if _, _, code := cli("inspect", "--key", k); code != ExitOK {
+			t.Fatalf("after the dry run, inspect %s: exit %d", k, code)
+		}
+	}
+	if rep := purge("--dry-run", "--limit", "2"); rep.Records != 2 || !rep.More {
+		t.Fatalf("dry run of one batch of 2 %+v: want 2 and more", rep)
+	}
+	if rep := purge(); rep.DryRun || rep.Records != 3 {
+		t.Fatalf("purge %+v", rep)
 	}
 }
