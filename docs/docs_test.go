@@ -40,6 +40,8 @@ package docs_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -403,4 +405,27 @@ func headingAnchors(text string) map[string]bool {
 		seen[slug]++
 	}
 	return out
+}
+
+// docs/architecture.png is rendered from docs/architecture.dot by
+// scripts/diagram.sh, which records the source's SHA-256 beside it: a
+// picture older than its source fails here (the PNG itself depends on the
+// Graphviz version, so it is not compared byte for byte).
+func TestDocsArchitecturePicture(t *testing.T) {
+	root, _ := pages(t)
+	src, err := os.ReadFile(filepath.Join(root, "docs", "architecture.dot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, err := os.ReadFile(filepath.Join(root, "docs", "architecture.png"))
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("docs/architecture.png is missing or not a PNG (%v): bash scripts/diagram.sh", err)
+	}
+	recorded, err := os.ReadFile(filepath.Join(root, "docs", "architecture.png.sha256"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(src); strings.TrimSpace(string(recorded)) != hex.EncodeToString(sum[:]) {
+		t.Fatal("docs/architecture.png is older than docs/architecture.dot: bash scripts/diagram.sh, then look at it")
+	}
 }
