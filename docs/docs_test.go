@@ -429,3 +429,48 @@ func TestDocsArchitecturePicture(t *testing.T) {
 		t.Fatal("docs/architecture.png is older than docs/architecture.dot: bash scripts/diagram.sh, then look at it")
 	}
 }
+
+// Every errorType docs/troubleshooting.md names in its table's first column
+// is one the code writes (a quoted string literal outside the tests): the
+// page cannot document an error that does not exist.
+func TestDocsTroubleshootingCodes(t *testing.T) {
+	root, _ := pages(t)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code strings.Builder
+	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != root:
+			return filepath.SkipDir
+		case !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go"):
+			b, err := os.ReadFile(p)
+			code.Write(b)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := regexp.MustCompile("`([a-z]+(?:_[a-z]+)*)`")
+	n := 0
+	for _, l := range strings.Split(string(page), "\n") {
+		cells := strings.Split(l, "|")
+		if len(cells) < 4 || strings.HasPrefix(strings.TrimSpace(cells[1]), "---") {
+			continue
+		}
+		for _, m := range token.FindAllStringSubmatch(cells[1], -1) {
+			n++
+			if !strings.Contains(code.String(), `"`+m[1]+`"`) && !strings.Contains(code.String(), `"`+m[1]+`:`) {
+				t.Errorf("docs/troubleshooting.md names %q, which no code writes", m[1])
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d error codes found in the table: the parser is broken", n)
+	}
+}
