@@ -53,6 +53,8 @@ import (
 	"time"
 	"unicode"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/idemgate/idemgate/internal/dev/proc"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
@@ -472,5 +474,38 @@ func TestDocsTroubleshootingCodes(t *testing.T) {
 	}
 	if n < 10 {
 		t.Fatalf("only %d error codes found in the table: the parser is broken", n)
+	}
+}
+
+// docs/quickstart.md's CreateStack names every parameter template.yml
+// requires (those without a default), each once.
+func TestDocsQuickstartParameters(t *testing.T) {
+	root, _ := pages(t)
+	tpl, err := os.ReadFile(filepath.Join(root, "template.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Parameters map[string]map[string]any `yaml:"Parameters"`
+	}
+	if err := yaml.Unmarshal(tpl, &doc); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(root, "docs", "quickstart.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	required := 0
+	for name, p := range doc.Parameters {
+		if _, ok := p["Default"]; ok {
+			continue
+		}
+		required++
+		if n := strings.Count(string(page), "ParameterKey "+name+" "); n != 1 {
+			t.Errorf("docs/quickstart.md's CreateStack names the required parameter %s %d times, want once", name, n)
+		}
+	}
+	if required == 0 {
+		t.Fatal("template.yml requires no parameter: the parser is broken")
 	}
 }
