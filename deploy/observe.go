@@ -12,7 +12,7 @@ const (
 	logstoreRes  = "FunctionLogs"
 	indexRes     = "LogIndex"
 	dashboardRes = "LogDashboard"
-	resultsRes  = "Results"
+	resultsRes   = "Results"
 )
 
 // logsResources are the logstore, its index, one alert per logq.Alert and
