@@ -312,7 +312,8 @@ func setupPurge(flags *flag.FlagSet) action {
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
 			progress := throttle(*every, func(rep handler.PurgeReport) {
 				a.Log.InfoContext(ctx, "purge progress", "batches", rep.Batches, "purged_records", rep.Records,
-					"purged_steps", rep.Steps, "purged_replays", rep.Replays, "purged_stats", rep.Stats, "purged_tombstones", rep.Tombstones)
+					"purged_steps", rep.Steps, "purged_replays", rep.Replays, "purged_stats", rep.Stats,
+					"purged_tombstones", rep.Tombstones)
 			})
 			rep, err := a.Pipeline.Purge(ctx, handler.PurgeOptions{OlderThan: age, Limit: *limit, Budget: *budget,
 				Progress: progress, DryRun: *dry})
