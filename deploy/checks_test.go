@@ -177,8 +177,8 @@ func checkRuntime(cloud, local Stack) error {
 		if !strings.HasPrefix(f.Runtime, "custom") {
 			errs = append(errs, fmt.Errorf("runtime %q: want custom.debian10/12 (go1 drops customRuntimeConfig; see docs/deploy.md)", f.Runtime))
 		}
-		if !slices.Equal(f.Command, []string{"/code/main"}) {
-			errs = append(errs, fmt.Errorf("command %q, want [/code/main] (the zip holds main at its root)", f.Command))
+		if !slices.Equal(f.Command, []string{"/code/main", "serve"}) {
+			errs = append(errs, fmt.Errorf("command %q, want [/code/main serve] (the zip holds main at its root; serve, not a bare main, which prints its usage outside FC)", f.Command))
 		}
 		if f.Handler == "" {
 			errs = append(errs, errors.New("no handler (ROS requires one; go1 uses it)"))

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,6 +93,64 @@ func TestLocalInvoke(t *testing.T) {
 	} else if _, err := os.Stat(strings.TrimPrefix(a.ResultRef, "file://")); err != nil {
 		t.Errorf("the result object: %v", err)
 	}
+	checkDocsSample(t, first, second)
+}
+
+// checkDocsSample: the sample output of docs/deploy.md §10 is what the
+// function prints now — the same lines in the same order, each with the
+// same keys (times, ids and paths differ from run to run).
+func checkDocsSample(t *testing.T, invs ...invocation) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(doc), "\n## 10. ")
+	var samples []string // the blocks fenced without a language: the output samples
+	var cur []string
+	open, plain := false, false
+	for _, l := range strings.Split(sec, "\n") {
+		switch {
+		case !open && strings.HasPrefix(l, "```"):
+			open, plain, cur = true, l == "```", nil
+		case open && l == "```":
+			if open = false; plain {
+				samples = append(samples, strings.Join(cur, "\n"))
+			}
+		case open:
+			cur = append(cur, l)
+		}
+	}
+	if len(samples) < len(invs) {
+		t.Fatalf("docs/deploy.md §10 has %d output samples, want %d", len(samples), len(invs))
+	}
+	for i, inv := range invs {
+		if want, got := lineShapes(samples[i]), lineShapes(inv.log+"\n"+string(inv.body)); !slices.Equal(want, got) {
+			t.Errorf("docs/deploy.md §10's sample %d is not what the function prints now; paste the lines `go test -v "+
+				"-run TestLocalInvoke ./deploy/` logs. Shapes now:\n%s\nin the page:\n%s", i+1,
+				strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// lineShapes is each JSON line's message (without its request id) and keys.
+func lineShapes(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(strings.TrimSpace(l)), &m) != nil {
+			continue
+		}
+		msg, _ := m["msg"].(string)
+		msg, _, _ = strings.Cut(msg, " RequestId:")
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		out = append(out, msg+" "+strings.Join(keys, ","))
+	}
+	return out
 }
 
 type outcome struct {

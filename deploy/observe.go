@@ -9,12 +9,14 @@ import (
 // Resource names of the stack's logs and results (the function depends on
 // LogIndex and Results).
 const (
-	logstoreRes = "FunctionLogs"
-	indexRes    = "LogIndex"
-	resultsRes  = "Results"
+	logstoreRes  = "FunctionLogs"
+	indexRes     = "LogIndex"
+	dashboardRes = "LogDashboard"
+	resultsRes   = "Results"
 )
 
-// logsResources are the logstore, its index and one alert per logq.Alert.
+// logsResources are the logstore, its index, one alert per logq.Alert and
+// the dashboard of logq.Dashboard.
 func logsResources(l *Logs) tree {
 	store := GetAtt{logstoreRes, "LogstoreName"}
 	out := tree{
@@ -32,7 +34,36 @@ func logsResources(l *Logs) tree {
 		res = append(tree{res[0], {key: "DependsOn", val: indexRes}}, res[1:]...)
 		out = append(out, entry{key: alertResName(a), val: res})
 	}
-	return out
+	return append(out, entry{key: dashboardRes, val: dashboard(l)})
+}
+
+// dashboard is the SLS dashboard <LogStore>-idemgate: logq.Dashboard's
+// charts over the last day, two a row (SLS lays charts out on a grid ten
+// units wide).
+func dashboard(l *Logs) tree {
+	var charts []any
+	for i, c := range logq.Dashboard() {
+		// verbatim: SLS reads the chart's keys in lower camel case.
+		display := verbatim{{key: "displayName", val: c.Title}, {key: "xAxis", val: c.X}}
+		if len(c.Y) > 0 {
+			display = append(display, entry{key: "yAxis", val: c.Y})
+		}
+		display = append(display, tree{{key: "xPos", val: 5 * (i % 2)}, {key: "yPos", val: 5 * (i / 2)},
+			{key: "width", val: 5}, {key: "height", val: 5}}...)
+		charts = append(charts, verbatim{
+			{key: "title", val: c.Title}, {key: "type", val: c.Type},
+			{key: "search", val: verbatim{{key: "logstore", val: GetAtt{logstoreRes, "LogstoreName"}}, {key: "topic", val: ""},
+				{key: "query", val: c.SQL}, {key: "start", val: "-86400s"}, {key: "end", val: "now"}}},
+			{key: "display", val: display},
+		})
+	}
+	res := resource("ALIYUN::SLS::Dashboard", tree{
+		{key: "ProjectName", val: l.Project}, {key: "DashboardName", val: Sub{l.Store, "-idemgate"}},
+		{key: "DisplayName", val: "idemgate"},
+		{key: "Description", val: "Duplicate rate, claim decisions, failures and run time per minute (deploy/logq)."},
+		{key: "Charts", val: charts},
+	})
+	return append(tree{res[0], {key: "DependsOn", val: indexRes}}, res[1:]...)
 }
 
 func alertResName(a logq.Alert) string {

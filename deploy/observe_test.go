@@ -19,14 +19,14 @@ import (
 )
 
 // checkLogs: the function logs into the logstore the stack creates and
-// indexes, after the index exists; every alert reads indexed keys only, and
-// its SLS name fits.
+// indexes, after the index exists; every alert and dashboard chart reads
+// indexed keys only, and its SLS name fits.
 func checkLogs(cloud, _ Stack) error {
 	l := cloud.Logs
 	if l == nil {
 		return errors.New("no logstore, index or alerts")
 	}
-	errs := []error{logq.Check(l.Alerts)}
+	errs := []error{logq.Check(l.Alerts), logq.CheckDashboard(logq.Dashboard())}
 	logs, _ := cloud.Function.Logs.(PerFormat).ROS.(tree)
 	if logs.get("Project") != l.Project || logs.get("Logstore") != l.Store {
 		errs = append(errs, errors.New("the function's logConfig is not the logstore the stack creates and indexes"))
@@ -344,5 +344,44 @@ func TestTemplateReferencesResolve(t *testing.T) {
 	walk("Outputs", doc["Outputs"])
 	if len(resources) < 10 {
 		t.Fatalf("template.yml has %d resources: the walk saw no template", len(resources))
+	}
+}
+
+// template.yml declares the dashboard with every chart of logq.Dashboard,
+// on the stack's logstore, after its index.
+func TestDashboardDeclared(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "template.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tpl struct {
+		Resources map[string]struct {
+			Type       string `yaml:"Type"`
+			DependsOn  any    `yaml:"DependsOn"`
+			Properties struct {
+				Charts []struct {
+					Title  string `yaml:"title"`
+					Search struct {
+						Query string `yaml:"query"`
+					} `yaml:"search"`
+				} `yaml:"Charts"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(b, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := tpl.Resources[dashboardRes]
+	if !ok || d.Type != "ALIYUN::SLS::Dashboard" || d.DependsOn != indexRes {
+		t.Fatalf("template.yml: %s is %+v", dashboardRes, d)
+	}
+	want := logq.Dashboard()
+	if len(d.Properties.Charts) != len(want) {
+		t.Fatalf("%d charts, want %d", len(d.Properties.Charts), len(want))
+	}
+	for i, c := range d.Properties.Charts {
+		if c.Title != want[i].Title || c.Search.Query != want[i].SQL {
+			t.Errorf("chart %d is %q: %q", i, c.Title, c.Search.Query)
+		}
 	}
 }

@@ -235,7 +235,7 @@ func Idemgate() Stack {
 			Handler:     "main",
 			Code: PerFormat{S: "./target",
 				ROS: tree{{key: "OssBucketName", val: in.codeBucket}, {key: "OssObjectName", val: in.codeObject}}},
-			Command:             []string{"/code/main"},
+			Command:             []string{"/code/main", "serve"}, // explicit: a bare main serves only where it sees FC's runtime variables
 			Port:                9000,
 			CPU:                 0.5,
 			MemoryMB:            512,

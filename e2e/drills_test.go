@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -304,16 +305,23 @@ func TestDrillSigstopPastLease(t *testing.T) {
 	}
 }
 
-func redisAddr(t *testing.T) string {
-	u := testenv.RedisURL(t)
-	return strings.TrimPrefix(strings.SplitN(strings.TrimPrefix(u, "redis://"), "/", 2)[0], "")
+// viaProxy is the test Redis URL (testenv.RedisURL: its scheme, password and
+// database) with its host replaced by a proxy of it, which the test can cut.
+func viaProxy(t *testing.T) (redisURL string, proxy *testenv.Proxy) {
+	u, err := url.Parse(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy = testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	return u.String(), proxy
 }
 
 // Redis stopped mid-stream: the work goes on with MySQL alone, still once
 // per key.
 func TestDrillRedisStoppedMidStream(t *testing.T) {
-	proxy := testenv.NewProxy(t, redisAddr(t))
-	d := newDrill(t, "REDIS_URL=redis://"+proxy.Addr()+"/15")
+	redisURL, proxy := viaProxy(t)
+	d := newDrill(t, "REDIS_URL="+redisURL)
 	inst := start(t, d.env...)
 	run := "redis-down " + nonce()
 	deliver := func(i int) map[string]any {

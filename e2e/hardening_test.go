@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 	"github.com/idemgate/idemgate/ossresult/ossfake"
 )
@@ -87,29 +85,13 @@ func TestSecretsNeverLeak(t *testing.T) {
 		akSecret  = "ak-SECRET-env-0002"
 		stsSecret = "sts-SECRET-hdr-0003"
 		stsToken  = "tok-SECRET-sts-0004"
-		dbPass    = "dsn-SECRET-pw-0005"
 	)
+	dbPass := "dsn-SECRET-pw-" + nonce() // no run's password is another's
 	secrets := []string{llmKey, akSecret, stsSecret, stsToken, dbPass}
 
-	// A database account with a password, on a database of its own.
-	admin, err := mysql.ParseDSN(testenv.FreshMySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, q := range []string{"CREATE USER IF NOT EXISTS 'idemgate_leak'@'127.0.0.1' IDENTIFIED BY '" + dbPass + "'",
-		"CREATE USER IF NOT EXISTS 'idemgate_leak'@'localhost' IDENTIFIED BY '" + dbPass + "'",
-		"GRANT ALL ON `" + admin.DBName + "`.* TO 'idemgate_leak'@'127.0.0.1'",
-		"GRANT ALL ON `" + admin.DBName + "`.* TO 'idemgate_leak'@'localhost'"} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	dsn := "idemgate_leak:" + dbPass + "@tcp(127.0.0.1:3306)/" + admin.DBName
+	// A database account with a password, on a database of its own; both
+	// are the test's and dropped at its end (testenv.MySQLAccount).
+	dsn := testenv.MySQLAccount(t, testenv.FreshMySQLDSN(t), dbPass)
 
 	// OSS accepts the environment's AccessKey (the fallback when FC sends no
 	// credentials); the model fake echoes whatever Authorization it got into

@@ -23,6 +23,9 @@ type SweepOptions struct {
 	Limit  int           // records per run (default 50)
 	Budget time.Duration // wall time per run (default 40 s, inside a 60 s timer)
 	Grace  time.Duration // a failed or finished record is left to FC's own retry this long (0: none)
+	// Progress, when set, is called after each record with the report so
+	// far (main sweep prints progress lines from it).
+	Progress func(SweepReport)
 }
 
 // SweepReport is the sweep's answer (the timer invocation's outcome). Every
@@ -85,6 +88,9 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 			}
 		}
 		rep.Results = append(rep.Results, out)
+		if o.Progress != nil {
+			o.Progress(rep)
+		}
 	}
 	p.Log.InfoContext(ctx, "sweep done", "scanned", rep.Scanned, "redriven", rep.Redriven, "finished", rep.Finished,
 		"deferred", rep.Deferred, "skipped", rep.Skipped, "oldest_age_s", oldestAgeSeconds(cands))

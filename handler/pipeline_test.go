@@ -119,11 +119,22 @@ func TestStepsResumeAfterFailure(t *testing.T) {
 }
 
 // A model call longer than the lease keeps the lease renewed: a concurrent
-// delivery finds it in progress, never takes it over.
+// delivery finds it in progress, never takes it over. Only the first call
+// waits, and nothing waits unbounded, so that a broken renewal fails the
+// test within seconds (it hung it for the 10-minute timeout: the takeover's
+// own model call waited on release too).
 func TestLongCallRenewsLease(t *testing.T) {
 	release := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock)
 	m := &model{fn: func(ctx context.Context, n int32, _ llm.Request) (llm.Response, error) {
-		<-release
+		if n == 1 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return llm.Response{}, ctx.Err()
+			}
+		}
 		return llm.Response{Text: "slow answer"}, nil
 	}}
 	rg := newRig(t, m, idempotency.WithLease(300*time.Millisecond))
@@ -132,14 +143,21 @@ func TestLongCallRenewsLease(t *testing.T) {
 	go func() { done <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}) }()
 	for range 6 { // 1.2 s: four leases long
 		time.Sleep(200 * time.Millisecond)
-		o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "other"}))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		o := outcome(t, rg.p.Handle(ctx, body, handler.Meta{RequestID: "other"}))
+		cancel()
 		if o.Decision != "REPEAT_OTHER" {
 			t.Fatalf("while the first worker renews: %+v", o)
 		}
 	}
-	close(release)
-	if o := outcome(t, <-done); o.Status != "SUCCEEDED" || o.Attempt != 1 || m.calls.Load() != 1 {
-		t.Fatalf("first worker %+v, calls %d", o, m.calls.Load())
+	unblock()
+	select {
+	case r := <-done:
+		if o := outcome(t, r); o.Status != "SUCCEEDED" || o.Attempt != 1 || m.calls.Load() != 1 {
+			t.Fatalf("first worker %+v, calls %d", o, m.calls.Load())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first worker did not answer within 10 s of its model call's end")
 	}
 }
 

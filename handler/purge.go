@@ -30,6 +30,12 @@ type PurgeOptions struct {
 	OlderThan, StatsOlderThan time.Duration
 	Limit                     int           // rows of each kind per batch (driver.DefaultPurgeLimit)
 	Budget                    time.Duration // wall time (default 90 s, inside the function's 120 s)
+	// DryRun counts one batch of what the purge would delete, and deletes
+	// nothing (its More says whether more than one batch is due).
+	DryRun bool
+	// Progress, when set, is called after each batch with the report so
+	// far (main purge prints progress lines from it).
+	Progress func(PurgeReport)
 }
 
 // PurgeReport is the purge's answer (the purge timer's outcome, main purge's
@@ -38,6 +44,7 @@ type PurgeOptions struct {
 type PurgeReport struct {
 	driver.PurgeReport
 	Batches        int    `json:"batches"`
+	DryRun         bool   `json:"dry_run,omitempty"`
 	OlderThan      string `json:"older_than"`
 	StatsOlderThan string `json:"stats_older_than"`
 }
@@ -63,17 +70,20 @@ func (p *Pipeline) Purge(ctx context.Context, o PurgeOptions) (PurgeReport, erro
 		o.Budget = 90 * time.Second
 	}
 	end := time.Now().Add(o.Budget)
-	rep := PurgeReport{OlderThan: o.OlderThan.String(), StatsOlderThan: o.StatsOlderThan.String()}
+	rep := PurgeReport{OlderThan: o.OlderThan.String(), StatsOlderThan: o.StatsOlderThan.String(), DryRun: o.DryRun}
 	for {
 		b, err := m.Purge(ctx, driver.PurgeRequest{OlderThan: o.OlderThan, StatsOlderThan: o.StatsOlderThan,
-			Limit: o.Limit, TombstonesOlderThan: p.Retention.Tombstones})
+			Limit: o.Limit, TombstonesOlderThan: p.Retention.Tombstones, DryRun: o.DryRun})
 		rep.Add(b)
 		rep.Batches++
+		if o.Progress != nil {
+			o.Progress(rep)
+		}
 		if err != nil {
 			p.logPurge(ctx, rep, err)
 			return rep, fmt.Errorf("purge: %w", err)
 		}
-		if !b.More || ctx.Err() != nil || time.Now().After(end) {
+		if !b.More || o.DryRun || ctx.Err() != nil || time.Now().After(end) { // a dry batch again would count the same rows
 			break
 		}
 	}
@@ -88,7 +98,11 @@ func (p *Pipeline) logPurge(ctx context.Context, rep PurgeReport, err error) {
 		p.Log.WarnContext(ctx, "purge failed", append(attrs, "error", err.Error())...)
 		return
 	}
-	p.Log.InfoContext(ctx, "purge done", attrs...)
+	msg := "purge done"
+	if rep.DryRun {
+		msg = "purge dry run done, nothing deleted"
+	}
+	p.Log.InfoContext(ctx, msg, attrs...)
 }
 
 // purgeTimer answers the daily timer with payload "purge".

@@ -8,8 +8,11 @@ import (
 	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
-// Outcome is what Do answers, first time and every time after. Its JSON is the
-// outcome of docs/design.md §9 (without request_id, which the caller adds).
+// Outcome is what Do answers, first time and every time after. Its JSON is
+// the library's own: it shares idempotency_key, status, duplicate, decision,
+// attempt and result_ref with the template's answer (docs/design.md §9,
+// handler.Outcome), adds fence, and carries a stored failure as error_code
+// and error rather than §9's errorType, errorMessage and retryable.
 type Outcome struct {
 	Key       string        `json:"idempotency_key"`
 	Status    driver.Status `json:"status"`

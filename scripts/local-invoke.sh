@@ -19,7 +19,7 @@ and the server's log on stderr, and stops the server.
 environment:
   TARGET_DIR   where the binary is built (default ./target)
   everything the function reads is passed through: MYSQL_DSN, REDIS_URL,
-  STATE_DIR, LLM_*, OSS_* … (`go run . -h` lists them); unset, it runs on the
+  STATE_DIR, LLM_*, OSS_* … (`go run . help env` lists them); unset, it runs on the
   embedded store and the offline model
 
 exit status: 0 when the function answered 200, 1 when it answered a failure,

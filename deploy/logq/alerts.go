@@ -64,6 +64,9 @@ var Unindexed = map[string]string{
 	"fast":                "the startup line's fast layer",
 	"results":             "the startup line's result store",
 	"model":               "the startup line's model",
+	"store_answered":      "the startup line: answered, or why the store did not",
+	"fast_answered":       "the startup line: answered (with Redis's version), none, or why it did not",
+	"taken_up":            "main sweep's progress line: records taken up so far",
 	"salvage":             "on the claimed line: a lease past the attempt budget (see attempts exhausted)",
 	"reason":              "why the sweeper set a record aside, read with its line",
 	"purged_records":      "the daily purge line's count of task records deleted",
@@ -191,13 +194,19 @@ func Alerts() []Alert {
 	}
 }
 
-// Check reports the alerts' mistakes: a key no index covers, a maximum over
-// a text key, a title too long, an unknown operator or severity.
-func Check(alerts []Alert) error {
+// fieldTypes maps each indexed key to its SLS type.
+func fieldTypes() map[string]string {
 	typ := map[string]string{}
 	for _, f := range Fields {
 		typ[f.Name] = f.Type
 	}
+	return typ
+}
+
+// Check reports the alerts' mistakes: a key no index covers, a maximum over
+// a text key, a title too long, an unknown operator or severity.
+func Check(alerts []Alert) error {
+	typ := fieldTypes()
 	var errs []string
 	seen := map[string]bool{}
 	for _, a := range alerts {

@@ -149,3 +149,32 @@ func TestCheck(t *testing.T) {
 		t.Error("Check accepted two alerts of one name")
 	}
 }
+
+// The dashboard's charts read only indexed keys, compute only on numbers,
+// and draw only columns their queries name; each mistake is caught.
+func TestCheckDashboard(t *testing.T) {
+	if err := CheckDashboard(Dashboard()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(Dashboard()[0].SQL, DuplicateRate.SQL()) {
+		t.Fatal("the duplicate-rate chart is not the alert's formula")
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*Chart)
+		want string
+	}{
+		{"an unindexed key", func(c *Chart) { c.SQL = strings.Replace(c.SQL, `"message.decision"`, `"message.command"`, 1) }, `reads "command"`},
+		{"a percentile of text", func(c *Chart) { c.SQL = strings.ReplaceAll(c.SQL, `"message.duration_ms"`, `"message.status"`) }, `computes on "status"`},
+		{"an axis the query does not name", func(c *Chart) { c.Y = append(c.Y, "p99") }, `draws "p99"`},
+		{"no type", func(c *Chart) { c.Type = "" }, "type line or table"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			charts := Dashboard()
+			c.edit(&charts[len(charts)-1])
+			if err := CheckDashboard(charts); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -46,10 +47,19 @@ func (s *Store) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeR
 			full = full || rep.Stats == int64(r.Limit)
 		}
 		rep.More = full
+		if r.DryRun {
+			return errDryRun // rolls the transaction back: the counts stand, nothing went
+		}
 		return nil
 	})
+	if errors.Is(err, errDryRun) {
+		err = nil
+	}
 	return rep, err
 }
+
+// errDryRun ends a dry run's transaction without committing it.
+var errDryRun = errors.New("boltstore: purge dry run")
 
 // purgeRecords retires (driver.Retire) up to limit purgeable records older
 // than cutoff, oldest first, whose steps are all older too, deleting their

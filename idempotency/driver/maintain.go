@@ -56,6 +56,9 @@ type PurgeRequest struct {
 	// expiry plus a margin), so that no re-send meets them without it.
 	// DefaultTombstoneAge when 0; never less than OlderThan.
 	TombstonesOlderThan time.Duration
+	// DryRun: select the batch as a purge would and count it, deleting
+	// nothing (main purge --dry-run). Run again, it counts the same rows.
+	DryRun bool
 }
 
 // DefaultTombstoneAge is TombstonesOlderThan when unset: the objects'

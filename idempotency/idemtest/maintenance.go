@@ -342,6 +342,13 @@ func RunPurge(t *testing.T, s driver.Maintainer) {
 	p.failedFinal(youngFailed)
 	p.audit(old.done, "young") // younger than the retention: it outlives its record
 	old.stays[youngDone], old.stays[youngFailed] = driver.StatusSucceeded, driver.StatusFailedFinal
+	// A dry run counts what the purge then deletes, and deletes nothing.
+	dry, err := s.Purge(ctx, driver.PurgeRequest{OlderThan: purgeAge, StatsOlderThan: 5 * time.Minute, Limit: 100,
+		TombstonesOlderThan: time.Hour, DryRun: true})
+	if err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	want(t, "dry run", dry, driver.PurgeReport{Records: 2, Replays: 2, Stats: 3})
 	total := purgeAll(t, s, driver.PurgeRequest{OlderThan: purgeAge, StatsOlderThan: 5 * time.Minute, Limit: 1,
 		TombstonesOlderThan: time.Hour})
 	if time.Since(youngAt) >= purgeAge {

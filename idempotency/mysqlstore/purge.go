@@ -108,7 +108,7 @@ func (s *Store) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeR
 		return rep, fmt.Errorf("purge: %w", err)
 	}
 	if len(keys) > 0 {
-		if moved, err = s.purgeRecords(ctx, keys, age, &rep); err != nil {
+		if moved, err = s.purgeRecords(ctx, keys, age, r.DryRun, &rep); err != nil {
 			return rep, fmt.Errorf("purge: %w", err)
 		}
 		// A full list of which none went and none changed (each has a step
@@ -117,28 +117,21 @@ func (s *Store) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeR
 		full = len(keys) == r.Limit && (rep.Records > 0 || moved)
 	}
 	for _, st := range []string{tombPrefix + "SUCCEEDED", tombPrefix + "FAILED"} {
-		res, err := s.db.ExecContext(ctx, purgeTombsSQL, st, r.TombstonesOlderThan.Microseconds(), r.Limit)
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
+		n, err := s.deleteCounted(ctx, r.DryRun, purgeTombsSQL, st, r.TombstonesOlderThan.Microseconds(), r.Limit)
 		if err != nil {
 			return rep, fmt.Errorf("purge tombstones: %w", mapErr(err))
 		}
 		rep.Tombstones += n
 		full = full || n == int64(r.Limit)
 	}
-	n, err := s.purgeOrphans(ctx, age, r.Limit)
+	n, err := s.purgeOrphans(ctx, age, r.Limit, r.DryRun)
 	if err != nil {
 		return rep, fmt.Errorf("purge audit rows: %w", err)
 	}
 	rep.Replays += n
 	full = full || n == int64(r.Limit)
 	if r.StatsOlderThan > 0 {
-		res, err := s.db.ExecContext(ctx, purgeStatsSQL, r.StatsOlderThan.Microseconds(), r.Limit)
-		if err == nil {
-			rep.Stats, err = res.RowsAffected()
-		}
+		rep.Stats, err = s.deleteCounted(ctx, r.DryRun, purgeStatsSQL, r.StatsOlderThan.Microseconds(), r.Limit)
 		if err != nil {
 			return rep, fmt.Errorf("purge stats: %w", mapErr(err))
 		}
@@ -169,7 +162,7 @@ func (s *Store) purgeCandidates(ctx context.Context, age int64, limit int) ([]an
 // audit rows as old; moved says some candidates changed or went meanwhile.
 // InnoDB may pick it as a deadlock victim against a claim, a replay or
 // another purge; it changed nothing then, and runs again.
-func (s *Store) purgeRecords(ctx context.Context, candidates []any, age int64, rep *driver.PurgeReport) (moved bool, err error) {
+func (s *Store) purgeRecords(ctx context.Context, candidates []any, age int64, dryRun bool, rep *driver.PurgeReport) (moved bool, err error) {
 	var n driver.PurgeReport
 	err = s.txRetry(ctx, func(tx *sql.Tx) error {
 		n = driver.PurgeReport{}
@@ -211,8 +204,14 @@ func (s *Store) purgeRecords(ctx context.Context, candidates []any, age int64, r
 			return err
 		}
 		n.Records, err = deleteIDs(ctx, tx, purgeRetireSQL, gone)
+		if err == nil && dryRun {
+			return errDryRun // rolls back: the counts stand, nothing went
+		}
 		return err
 	})
+	if errors.Is(err, errDryRun) {
+		err = nil
+	}
 	if err == nil {
 		rep.Add(n)
 	}
@@ -254,14 +253,44 @@ func purgeSteps(ctx context.Context, tx *sql.Tx, parents map[string]uint64, age 
 	return ids, nil
 }
 
-func (s *Store) purgeOrphans(ctx context.Context, age int64, limit int) (int64, error) {
+func (s *Store) purgeOrphans(ctx context.Context, age int64, limit int, dryRun bool) (int64, error) {
 	ids, err := selectIDs(ctx, s.db, purgeOrphansSQL, age, limit)
-	if err != nil {
-		return 0, mapErr(err)
+	if err != nil || dryRun {
+		return int64(len(ids)), mapErr(err)
 	}
 	n, err := deleteIDs(ctx, s.db, purgeDeleteAuditSQL, ids)
 	return n, mapErr(err)
 }
+
+// deleteCounted runs one bounded DELETE and returns how many rows it
+// deleted; dry, inside a transaction it rolls back, so that the count
+// stands and nothing goes (its row locks last the statement's milliseconds).
+func (s *Store) deleteCounted(ctx context.Context, dry bool, q string, args ...any) (int64, error) {
+	var n int64
+	exec := func(db execer) error {
+		res, err := db.ExecContext(ctx, q, args...)
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		return err
+	}
+	if !dry {
+		return n, exec(s.db)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := exec(tx); err != nil {
+			return err
+		}
+		return errDryRun
+	})
+	if errors.Is(err, errDryRun) {
+		err = nil
+	}
+	return n, err
+}
+
+// errDryRun ends a dry run's transaction without committing it.
+var errDryRun = errors.New("mysqlstore: purge dry run")
 
 type querier interface {
 	execer

@@ -10,10 +10,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MinVersion is the oldest Redis the scripts run on: they write after
-// reading TIME, which Redis refuses before 5.0 unless the script calls
-// redis.replicate_commands, which 3.2 introduced.
-const MinVersion = "3.2"
+// MinVersion is the oldest Redis the scripts run on: they set several
+// fields in one HSET, which Redis takes from 4.0 (3.2 answers "wrong number
+// of arguments" to every claim), and they write after reading TIME, which
+// Redis refuses before 5.0 unless the script calls redis.replicate_commands
+// (3.2 and later).
+const (
+	MinVersion         = "4.0"
+	minMajor, minMinor = 4, 0
+)
 
 // ErrTooOld: the server is older than MinVersion; every fast-layer call
 // would fail.
@@ -23,18 +28,24 @@ var ErrTooOld = errors.New("redisfast: Redis is too old")
 // older than MinVersion. An unreachable server is the caller's to judge:
 // the fast layer is optional.
 func CheckVersion(ctx context.Context, rdb redis.UniversalClient) error {
+	_, err := ServerVersion(ctx, rdb)
+	return err
+}
+
+// ServerVersion is CheckVersion that also says which version answered.
+func ServerVersion(ctx context.Context, rdb redis.UniversalClient) (string, error) {
 	info, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
-		return fmt.Errorf("redisfast: INFO server: %w", err)
+		return "", fmt.Errorf("redisfast: INFO server: %w", err)
 	}
-	v, ok, err := atLeast(info, 3, 2)
+	v, ok, err := atLeast(info, minMajor, minMinor)
 	switch {
 	case err != nil:
-		return err
+		return v, err
 	case !ok:
-		return fmt.Errorf("%w: %s; the fast layer needs %s or later (its scripts write after TIME)", ErrTooOld, v, MinVersion)
+		return v, fmt.Errorf("%w: %s; the fast layer needs %s or later (its scripts set several hash fields in one HSET)", ErrTooOld, v, MinVersion)
 	}
-	return nil
+	return v, nil
 }
 
 // atLeast reads redis_version from an INFO answer and compares it with

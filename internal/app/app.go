@@ -176,6 +176,27 @@ func (a *App) Warm(ctx context.Context) error {
 	return a.checkSchema(ctx)
 }
 
+// Answered probes the durable store and the fast layer, each bounded by
+// ctx, for the start line: "answered", "none" (not configured) or what went
+// wrong, and the Redis version that answered. Results and the model are
+// used, and so checked, at the first task.
+func (a *App) Answered(ctx context.Context) (store, fast string) {
+	store, fast = "answered", "none"
+	if err := a.Ping(ctx); err != nil {
+		store = a.Redactor.Redact(err.Error())
+	}
+	if a.redis != nil {
+		v, err := redisfast.ServerVersion(ctx, a.redis)
+		switch {
+		case err != nil:
+			fast = a.Redactor.Redact(err.Error())
+		default:
+			fast = "answered (redis " + v + ")"
+		}
+	}
+	return store, fast
+}
+
 // Ping checks that the durable store answers. A database that does not
 // exist is schema_missing, with the command that creates it.
 func (a *App) Ping(ctx context.Context) error {

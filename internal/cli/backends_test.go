@@ -3,11 +3,13 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 // Secrets in every place the configuration can hold one, including those the
@@ -101,7 +103,7 @@ func TestStartupLine(t *testing.T) {
 	})
 	t.Run("the server", func(t *testing.T) {
 		var out bytes.Buffer
-		a, err := open(&out, "serve")
+		a, err := open(&out, "serve", slog.LevelInfo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,4 +134,40 @@ func backendLine(t *testing.T, logs string) map[string]any {
 		}
 	}
 	return found[0]
+}
+
+// The start line says which backends answered, not only which are
+// configured: the embedded store answers, a MySQL nobody listens for does
+// not (and says why, without its password), a live Redis answers with its
+// version, a dead one does not.
+func TestStartupLineSaysWhatAnswered(t *testing.T) {
+	redisURL := testenv.RedisURL(t)
+	tests := []struct {
+		name        string
+		env         []string
+		store, fast string // prefixes of store_answered, fast_answered
+	}{
+		{"embedded store alone", nil, "answered", "none"},
+		{"embedded store and a live Redis", []string{"REDIS_URL=" + redisURL}, "answered", "answered (redis "},
+		{"a MySQL and a Redis that do not answer", []string{"MYSQL_DSN=idemgate:dsn-SECRET-1@tcp(127.0.0.1:1)/idemgate_prod",
+			"REDIS_URL=redis://:redis-SECRET-2@127.0.0.1:1/3"}, "idempotency: durable store unavailable: dial tcp 127.0.0.1:1", "redisfast: INFO server: dial tcp 127.0.0.1:1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			setEnv(t, tc.env...)
+			var out bytes.Buffer
+			a, err := open(&out, "serve", slog.LevelInfo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			line := backendLine(t, out.String())
+			store, _ := line["store_answered"].(string)
+			fast, _ := line["fast_answered"].(string)
+			if !strings.HasPrefix(store, tc.store) || !strings.HasPrefix(fast, tc.fast) {
+				t.Fatalf("store_answered %q, fast_answered %q; want %q…, %q…", store, fast, tc.store, tc.fast)
+			}
+			assertNoSecret(t, out.String())
+		})
+	}
 }

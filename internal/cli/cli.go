@@ -1,5 +1,6 @@
 // Package cli is the binary's command line: serving FC (custom runtime or
-// go1) and the operator's subcommands, each with -h.
+// go1; `main serve`, or no arguments inside FC) and the operator's
+// subcommands, each with -h.
 package cli
 
 import (
@@ -8,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -37,10 +39,12 @@ type command struct {
 	setup                   func(fs *flag.FlagSet) action
 }
 
-// run is one command's invocation: where it writes and what it is called.
+// run is one command's invocation: where it writes, what it is called and
+// how much it logs (--log-level, -q).
 type run struct {
 	name           string
 	stdout, stderr io.Writer
+	logLevel       slog.Level
 }
 
 // Run runs the binary with args and returns its exit code.
@@ -48,7 +52,13 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if len(args) == 0 {
-		return serve(ctx, stdout, stderr)
+		if !inFC(os.Getenv) {
+			// A bare `main` on a laptop would listen on :9000 without a word.
+			fmt.Fprint(stderr, "main: no command; outside FC (no FC_* runtime variable set) `main serve` serves\n\n")
+			usage(stderr)
+			return ExitUsage
+		}
+		args = []string{"serve"}
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -62,6 +72,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors and help are written below, each to its place
 	act := c.setup(fs)
+	logs := addLogFlags(fs)
 	r := &run{name: c.name, stdout: stdout, stderr: stderr}
 	switch err := fs.Parse(args[1:]); {
 	case errors.Is(err, flag.ErrHelp):
@@ -72,7 +83,29 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	case fs.NArg() > 0:
 		return r.badUsage("unexpected argument %q", fs.Arg(0))
 	}
+	level, err := logs.level()
+	if err != nil {
+		return r.badUsage("%v", err)
+	}
+	r.logLevel = level
 	return act(ctx, r)
+}
+
+// fcRuntimeVars are variables FC sets in a function instance (FC_SERVER_PORT
+// is the local stand-ins' port: scripts/local-invoke.sh, internal/dev/proc).
+// Deploy-time exports such as FC_GENERATE_PROJECT_NAME are not among them.
+var fcRuntimeVars = []string{"FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT", "FC_RUNTIME_API", "FC_FUNCTION_NAME",
+	"FC_FUNC_CODE_PATH", "FC_INSTANCE_ID", "FC_REGION", "FC_ACCOUNT_ID"}
+
+// inFC reports whether the process runs as an FC function (or its local
+// stand-in), where no arguments means serve.
+func inFC(getenv func(string) string) bool {
+	for _, v := range fcRuntimeVars {
+		if getenv(v) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func lookup(name string) *command {
@@ -84,10 +117,14 @@ func lookup(name string) *command {
 	return nil
 }
 
-// help answers `main help [COMMAND]`, -h and --help.
+// help answers `main help [COMMAND | env]`, -h and --help.
 func help(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
+	switch {
+	case len(args) == 0:
 		usage(stdout)
+		return ExitOK
+	case len(args) == 1 && args[0] == "env":
+		envHelp(stdout)
 		return ExitOK
 	}
 	c := lookup(args[0])
@@ -97,6 +134,7 @@ func help(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	c.setup(fs)
+	addLogFlags(fs)
 	c.help(stdout, fs)
 	return ExitOK
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency"
@@ -47,22 +49,75 @@ func TestHelp(t *testing.T) {
 			if code != ExitOK || stderr != "" {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
-			for _, want := range []string{"usage:", "main help [COMMAND]", "exit codes:", "task failed", "bad usage", "not found", "store unavailable"} {
-				if !strings.Contains(stdout, want) {
-					t.Errorf("usage lacks %q", want)
-				}
-			}
+			golden(t, "usage.golden", stdout)
 			for _, c := range commands {
-				if !strings.Contains(stdout, "  "+c.name+" "+c.synopsis+"\n") {
+				if !strings.Contains(stdout, "  "+strings.TrimSpace(c.name+" "+c.synopsis)+"\n") {
 					t.Errorf("usage does not list %s", c.name)
 				}
 			}
-			for _, e := range envDocs {
-				if !strings.Contains(stdout, "  "+e.name+" ") {
-					t.Errorf("usage does not document %s", e.name)
+		})
+	}
+}
+
+// `main help env` documents every variable; the usage points to it.
+func TestHelpEnv(t *testing.T) {
+	setEnv(t)
+	stdout, stderr, code := cli("help", "env")
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, e := range envDocs {
+		if !strings.Contains(stdout, "  "+e.name+" ") {
+			t.Errorf("main help env does not document %s", e.name)
+		}
+	}
+}
+
+// Outside FC a bare `main` explains itself and exits 2 instead of listening
+// on :9000 without a word; inside FC (any runtime variable) it serves.
+func TestNoArguments(t *testing.T) {
+	setEnv(t)
+	for _, v := range fcRuntimeVars {
+		t.Setenv(v, "")
+	}
+	t.Setenv("FC_GENERATE_PROJECT_NAME", "a-deploy-time-export") // not a runtime variable
+	type result struct {
+		stdout, stderr string
+		code           int
+	}
+	done := make(chan result, 1)
+	go func() { o, e, c := cli(); done <- result{o, e, c} }()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("main without arguments outside FC did not return: it serves")
+	}
+	stdout, stderr, code := res.stdout, res.stderr, res.code
+	if code != ExitUsage || stdout != "" || !strings.Contains(stderr, "`main serve` serves") ||
+		!strings.Contains(stderr, "commands:") {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	for _, tc := range []struct{ name, getenv string }{{"custom runtime", "FC_CUSTOM_LISTEN_PORT"},
+		{"go1", "FC_RUNTIME_API"}, {"local stand-in", "FC_SERVER_PORT"}, {"any instance", "FC_INSTANCE_ID"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !inFC(func(k string) string {
+				if k == tc.getenv {
+					return "x"
 				}
+				return ""
+			}) {
+				t.Fatalf("%s set: not seen as FC", tc.getenv)
 			}
 		})
+	}
+	if inFC(func(k string) string {
+		if k == "FC_GENERATE_PROJECT_NAME" {
+			return "x"
+		}
+		return ""
+	}) {
+		t.Fatal("a deploy-time FC_ export counts as FC")
 	}
 }
 
@@ -75,26 +130,49 @@ func TestCommandHelp(t *testing.T) {
 				if code != ExitOK || stderr != "" {
 					t.Fatalf("exit %d, stderr %q", code, stderr)
 				}
-				if !strings.HasPrefix(stdout, "usage: main "+c.name+" ") || !strings.Contains(stdout, "exit codes:") {
+				if !strings.HasPrefix(stdout, "usage: main "+c.name) || !strings.Contains(stdout, "exit codes:") {
 					t.Fatalf("help:\n%s", stdout)
+				}
+				if n := strings.Count(stdout, "\n"); n > 40 {
+					t.Errorf("%d lines: a command's help is one screen", n)
 				}
 				fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 				c.setup(fs)
+				addLogFlags(fs)
 				fs.VisitAll(func(f *flag.Flag) {
-					if !strings.Contains(stdout, "  -"+f.Name+" ") && !strings.Contains(stdout, "  -"+f.Name+"\n") {
+					if !strings.Contains(stdout, "  -"+f.Name+" ") && !strings.Contains(stdout, "  -"+f.Name+"\n") &&
+						!strings.Contains(stdout, "  -"+f.Name+"\t") {
 						t.Errorf("flag -%s not shown", f.Name)
 					}
 				})
-				if len(c.env) == 0 {
-					t.Fatal("the command names no environment")
-				}
 				for _, name := range c.env {
-					if !strings.Contains(stdout, "  "+name+" ") {
-						t.Errorf("variable %s not shown", name)
+					if !strings.Contains(stdout, " "+name) {
+						t.Errorf("variable %s not named", name)
 					}
 				}
 			})
 		}
+	}
+	stdout, _, _ := cli("sweep", "-h")
+	golden(t, "sweep-help.golden", stdout)
+}
+
+// golden compares got with testdata/name (go test ./internal/cli -update
+// rewrites it).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Fatalf("%s changed (go test ./internal/cli -update, then look at it):\n%s", name, got)
 	}
 }
 
@@ -149,6 +227,18 @@ func TestUsageErrors(t *testing.T) {
 		{"replay without a reason", nil, []string{"replay", "--key", "k", "--operator", "o"}, "replay", "--reason R --operator O"},
 		{"replay of both a key and a file", nil, []string{"replay", "--key", "k", "--dlq", "f", "--reason", "r", "--operator", "o"}, "replay", "exactly one of"},
 		{"replay of a missing file", nil, []string{"replay", "--dlq", "no-such-dlq.json", "--reason", "r", "--operator", "o"}, "replay", "no-such-dlq.json: file not found"},
+		{"inspect of a malformed key", nil, []string{"inspect", "--key", "k"}, "inspect", `--key "k" is not a business key (64 lowercase hex characters)`},
+		{"inspect of an upper-case key", nil, []string{"inspect", "--key", strings.Repeat("AB", 32)}, "inspect", "keys are lower case"},
+		{"replay of a malformed key", nil, []string{"replay", "--key", strings.Repeat("a", 63), "--reason", "r", "--operator", "o"}, "replay", "is not a business key"},
+		{"replay of a malformed dead letter", nil, []string{"replay", "--dlq", event("malformed.json"), "--reason", "r", "--operator", "o"}, "replay", "malformed.json: "},
+		{"replay of a timer event as a dead letter", nil, []string{"replay", "--dlq", event("timer-sweep.json"), "--reason", "r", "--operator", "o"}, "replay", "a dead letter holds task events"},
+		{"sweep of a negative limit", nil, []string{"sweep", "--limit", "-1"}, "sweep", "--limit and --budget must be positive"},
+		{"sweep of no limit", nil, []string{"sweep", "--limit", "0"}, "sweep", "--limit and --budget must be positive"},
+		{"sweep of a negative grace", nil, []string{"sweep", "--grace", "-1m"}, "sweep", "--grace not negative"},
+		{"sweep of a bad budget", nil, []string{"sweep", "--budget", "soon"}, "sweep", `invalid value "soon" for flag -budget: want a duration such as 90s, 36h or 1d`},
+		{"stats of fractional days", nil, []string{"stats", "--since", "1.5d"}, "stats", `invalid value "1.5d" for flag -since`},
+		{"stats since nothing", nil, []string{"stats", "--since", "0s"}, "stats", "--since must be positive"},
+		{"an unknown log level", nil, []string{"stats", "--log-level", "loud"}, "stats", `--log-level "loud": want debug, info, warn or error`},
 		{"migrate without MYSQL_DSN", nil, []string{"migrate"}, "migrate", "MYSQL_DSN is not set"},
 		{"bad configuration", []string{"LEASE_SECONDS=0"}, []string{"stats"}, "configuration", "LEASE_SECONDS: want a whole number"},
 		{"retention under the floor", []string{"RETENTION_DAYS=7"}, []string{"purge"}, "configuration", "RETENTION_DAYS: want a whole number from 8"},

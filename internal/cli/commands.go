@@ -15,6 +15,8 @@ import (
 
 	"github.com/idemgate/idemgate/docs/schema"
 	"github.com/idemgate/idemgate/handler"
+	hevent "github.com/idemgate/idemgate/handler/event"
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/config"
@@ -23,6 +25,8 @@ import (
 
 // commands are the operator's subcommands, in the order the usage lists them.
 var commands = []command{
+	{"serve", "", "serve FC: the go1 runtime when FC_RUNTIME_API is set, else the custom-runtime HTTP server (what FC runs)",
+		join(envPipeline, []string{"FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT", "FC_RUNTIME_API"}), setupServe},
 	{"invoke", "--event FILE [--request-id ID]", "run one event in-process and print the outcome JSON", envPipeline, setupInvoke},
 	{"validate", "--event FILE", "parse and check one event as the function would, without a store or a model: its kind, limits, key, payload hash, fingerprint and docs/schema verdict",
 		[]string{"KEY_FALLBACK", "NOTIFY_ALLOWED_HOSTS"}, setupValidate},
@@ -30,11 +34,16 @@ var commands = []command{
 	{"inspect", "--key K", "print the record of K, its steps, replays, objects and when its dedup window ends (no secrets)",
 		join(envStore, envResults, envRetention), setupInspect},
 	{"replay", "--key K | --dlq FILE, --reason R --operator O", "re-drive a task with its original key (audited)", envPipeline, setupReplay},
-	{"sweep", "[--limit N] [--budget D] [--grace D]", "re-drive stuck tasks once (what the timer trigger runs)", envPipeline, setupSweep},
+	{"sweep", "[--limit N] [--budget D] [--grace D] [--progress D]", "re-drive stuck tasks once (what the timer trigger runs)", envPipeline, setupSweep},
 	{"stats", "[--since D] [--json]", "decisions and the duplicate rate per minute", envStore, setupStats},
-	{"purge", "[--older-than D] [--limit N] [--budget D]",
+	{"purge", "[--older-than D] [--limit N] [--budget D] [--progress D] [--dry-run]",
 		"delete finished records older than the retention, with their steps, audit rows and old stats (what the daily timer runs)",
 		join(envStore, envRetention), setupPurge},
+	{"version", "", "print the module version and the VCS revision the binary was built from", nil, setupVersion},
+}
+
+func setupServe(*flag.FlagSet) action {
+	return func(ctx context.Context, r *run) int { return serve(ctx, r) }
 }
 
 func setupInvoke(flags *flag.FlagSet) action {
@@ -131,6 +140,9 @@ func setupInspect(flags *flag.FlagSet) action {
 		if *key == "" {
 			return r.badUsage("--key K is required")
 		}
+		if err := checkKey(*key); err != nil {
+			return r.badUsage("%v", err)
+		}
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
 			rep, err := a.Pipeline.Inspect(ctx, *key, handler.Meta{})
 			if err != nil {
@@ -152,6 +164,11 @@ func setupReplay(flags *flag.FlagSet) action {
 		if (*key == "") == (*dlq == "") || *reason == "" || *operator == "" {
 			return r.badUsage("give exactly one of --key K or --dlq FILE, and --reason R --operator O (both audited)")
 		}
+		if *key != "" {
+			if err := checkKey(*key); err != nil {
+				return r.badUsage("%v", err)
+			}
+		}
 		var body []byte
 		if *dlq != "" {
 			var err error
@@ -170,6 +187,9 @@ func setupReplay(flags *flag.FlagSet) action {
 				outs = []handler.Outcome{o}
 			} else {
 				outs, err = a.Pipeline.ReplayDLQ(ctx, body, req, meta)
+				if notDeadLetter(err) {
+					return r.badUsage("--dlq %s: %s", *dlq, a.Redactor.Redact(err.Error()))
+				}
 			}
 			if err != nil {
 				return r.fail(err, a.Redactor.Redact)
@@ -187,13 +207,21 @@ func setupReplay(flags *flag.FlagSet) action {
 }
 
 func setupSweep(flags *flag.FlagSet) action {
-	limit := flags.Int("limit", 50, "records per run")
-	budget := flags.Duration("budget", 40*time.Second, "wall time per run")
-	grace := flags.Duration("grace", time.Minute, "leave failed and finished records to FC's own retry this long")
+	limit := flags.Int("limit", 50, "records per run, at least 1")
+	budget := durationFlag(flags, "budget", 40*time.Second, "wall time per run, a `duration` (90s, 36h, 1d)")
+	grace := durationFlag(flags, "grace", time.Minute, "leave failed and finished records to FC's own retry for this `duration`")
+	every := progressFlag(flags)
 	return func(ctx context.Context, r *run) int {
+		if *limit < 1 || *budget <= 0 || *grace < 0 {
+			return r.badUsage("--limit and --budget must be positive, --grace not negative")
+		}
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			progress := throttle(*every, func(rep handler.SweepReport) {
+				a.Log.InfoContext(ctx, "sweep progress", "scanned", rep.Scanned, "taken_up", len(rep.Results),
+					"redriven", rep.Redriven, "finished", rep.Finished, "deferred", rep.Deferred)
+			})
 			rep, err := a.Pipeline.Sweep(ctx, handler.Meta{RequestID: "sweep-cli", RetryCount: -1},
-				handler.SweepOptions{Limit: *limit, Budget: *budget, Grace: *grace})
+				handler.SweepOptions{Limit: *limit, Budget: *budget, Grace: *grace, Progress: progress})
 			if err != nil {
 				return r.fail(err, a.Redactor.Redact)
 			}
@@ -205,9 +233,12 @@ func setupSweep(flags *flag.FlagSet) action {
 }
 
 func setupStats(flags *flag.FlagSet) action {
-	since := flags.Duration("since", time.Hour, "how far back")
+	since := durationFlag(flags, "since", time.Hour, "how far back, a `duration` such as 90m, 36h or 1d")
 	asJSON := flags.Bool("json", false, "print JSON instead of a table")
 	return func(ctx context.Context, r *run) int {
+		if *since <= 0 {
+			return r.badUsage("--since must be positive")
+		}
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
 			m, ok := a.Engine.Store().(driver.Maintainer)
 			if !ok {
@@ -227,6 +258,15 @@ func setupStats(flags *flag.FlagSet) action {
 			return ExitOK
 		})
 	}
+}
+
+// notDeadLetter reports whether ReplayDLQ refused the file as a whole
+// (malformed, a timer or another non-task event): bad input, not a failed
+// replay. Its members' refusals are outcomes, not errors.
+func notDeadLetter(err error) bool {
+	var ee *hevent.Error
+	class, _ := idempotency.Classify(err)
+	return errors.As(err, &ee) || class == idempotency.ClassFinal
 }
 
 func printJSON(w io.Writer, body []byte) {
@@ -255,7 +295,9 @@ func loadEvent(file string) ([]byte, error) {
 func setupPurge(flags *flag.FlagSet) action {
 	olderThan := flags.String("older-than", "", "retention of finished records, such as 720h or 30d, at least 8d (default RETENTION_DAYS)")
 	limit := flags.Int("limit", driver.DefaultPurgeLimit, "records per batch (one short transaction each)")
-	budget := flags.Duration("budget", 10*time.Minute, "wall time; the report says more when it ran out first")
+	budget := durationFlag(flags, "budget", 10*time.Minute, "wall time, a `duration`; the report says more when it ran out first")
+	every := progressFlag(flags)
+	dry := flags.Bool("dry-run", false, "count one batch of --limit records (and their steps, audit rows, old stats) that would go; delete nothing")
 	return func(ctx context.Context, r *run) int {
 		var age time.Duration
 		if *olderThan != "" {
@@ -268,7 +310,13 @@ func setupPurge(flags *flag.FlagSet) action {
 			return r.badUsage("--limit and --budget must be positive")
 		}
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
-			rep, err := a.Pipeline.Purge(ctx, handler.PurgeOptions{OlderThan: age, Limit: *limit, Budget: *budget})
+			progress := throttle(*every, func(rep handler.PurgeReport) {
+				a.Log.InfoContext(ctx, "purge progress", "batches", rep.Batches, "purged_records", rep.Records,
+					"purged_steps", rep.Steps, "purged_replays", rep.Replays, "purged_stats", rep.Stats,
+					"purged_tombstones", rep.Tombstones)
+			})
+			rep, err := a.Pipeline.Purge(ctx, handler.PurgeOptions{OlderThan: age, Limit: *limit, Budget: *budget,
+				Progress: progress, DryRun: *dry})
 			if err != nil {
 				return r.fail(err, a.Redactor.Redact)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -75,7 +76,7 @@ func TestBeforeMigrate(t *testing.T) {
 		})
 	} // FC's initializer answers the same before the server takes an event.
 	t.Run("server", func(t *testing.T) {
-		a, err := open(io.Discard, "serve")
+		a, err := open(io.Discard, "serve", slog.LevelInfo)
 		if err != nil {
 			t.Fatal(err)
 		}

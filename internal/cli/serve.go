@@ -22,6 +22,10 @@ import (
 	"github.com/idemgate/idemgate/internal/logx"
 )
 
+// probeTimeout bounds the start line's probe of the store and the fast
+// layer; /initialize and the commands' own check wait longer.
+const probeTimeout = 2 * time.Second
+
 // errConfig marks a configuration error: bad usage, exit 2.
 type errConfig struct{ err error }
 
@@ -31,19 +35,26 @@ func (e errConfig) Unwrap() error { return e.err }
 // open loads the configuration and wires the function for command (a
 // subcommand's name, or "serve"); logs go to w as JSON, starting with the
 // line that names the live backends.
-func open(w io.Writer, command string) (*app.App, error) {
+func open(w io.Writer, command string, level slog.Level) (*app.App, error) {
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		return nil, errConfig{err}
 	}
 	red := &logx.Redactor{}
-	log := logx.New(w, slog.LevelInfo, red)
+	log := logx.New(w, level, red)
 	slog.SetDefault(log)
-	log.Info("backends", append([]any{"command", command}, backends(cfg)...)...)
 	a, err := app.Open(cfg, log, red)
 	if err != nil {
+		log.Info("backends", append([]any{"command", command}, backends(cfg)...)...)
 		return nil, err
 	}
+	// The start line says what answered, not only what is configured
+	// (bounded: a store that does not answer is reported, not waited for).
+	pctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	store, fast := a.Answered(pctx)
+	cancel()
+	log.Info("backends", append(append([]any{"command", command}, backends(cfg)...),
+		"store_answered", store, "fast_answered", fast)...)
 	// IDEMGATE_FAULT names a pipeline point where the process kills itself
 	// (SIGKILL: no deferred cleanup), or panics with "<point>:panic", for the
 	// crash drills and the secret-leak test. Unset in production.
@@ -76,10 +87,10 @@ func openFailed(w io.Writer, err error) int {
 	return exitCode(err)
 }
 
-func serve(ctx context.Context, stdout, stderr io.Writer) int {
-	a, err := open(stdout, "serve") // FC collects stdout into the function's log store
+func serve(ctx context.Context, r *run) int {
+	a, err := open(r.stdout, "serve", r.logLevel) // FC collects stdout into the function's log store
 	if err != nil {
-		return openFailed(stderr, err)
+		return openFailed(r.stderr, err)
 	}
 	// Pre-stop flushes and keeps the clients: FC may thaw and invoke the
 	// instance again. Only the end of the process closes them.
@@ -115,7 +126,7 @@ const (
 // store as asked and runs fn; the function is closed after (flushing the
 // decision counters to the store).
 func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App) int) int {
-	a, err := open(r.stderr, r.name)
+	a, err := open(r.stderr, r.name, r.logLevel)
 	if err != nil {
 		code := openFailed(r.stderr, err)
 		if check == checkOutcome && code != ExitUsage {

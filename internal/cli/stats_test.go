@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,19 +33,7 @@ func TestWriteStatsGolden(t *testing.T) {
 		b.WriteString("== " + c.name + "\n")
 		writeStats(&b, handler.StatsByMinute(c.rows))
 	}
-	path := filepath.Join("testdata", "stats.golden")
-	if *update {
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != string(want) {
-		t.Fatalf("main stats output changed (go test ./internal/cli -update, then look at it):\n%s", b.String())
-	}
+	golden(t, "stats.golden", b.String())
 }
 
 func TestBars(t *testing.T) {

@@ -74,7 +74,7 @@ func docOf(name string) string {
 	return ""
 }
 
-// exitCodes is the exit-code table every help text ends with.
+// exitCodes is the exit-code table of the binary's help.
 const exitCodes = `exit codes:
   0  success
   1  task failed: the outcome is a failure (its errorType says why), or the operation failed
@@ -83,43 +83,55 @@ const exitCodes = `exit codes:
   4  store unavailable: the durable store does not answer or is not migrated (run main migrate); nothing ran, retry later
 `
 
+// exitCodesShort ends a command's help, which stays one screen.
+const exitCodesShort = "exit codes: 0 ok, 1 failed, 2 bad usage, 3 not found, 4 store unavailable (main -h says more)\n"
+
 // usage writes the binary's help.
 func usage(w io.Writer) {
 	fmt.Fprint(w, `idemgate makes asynchronous tasks take effect at most once (Alibaba Cloud Function Compute 3.0).
 
 usage:
-  main                  serve FC: the go1 runtime when FC_RUNTIME_API is set, else the custom-runtime HTTP server
-  main COMMAND [flags]  run an operator command
+  main                  inside FC (an FC_* runtime variable set): serve; elsewhere this text, exit 2
+  main COMMAND [flags]  run a command; every command also takes --log-level LEVEL and -q
   main help [COMMAND]   this text, or a command's flags and environment (also main -h, main COMMAND -h)
+  main help env         every environment variable the binary reads
 
 commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %s %s\n        %s\n", c.name, c.synopsis, c.summary)
-	}
-	fmt.Fprint(w, "\nenvironment (a malformed value in any of them is a usage error, whatever the command):\n")
-	for _, e := range envDocs {
-		fmt.Fprintf(w, "  %-31s %s\n", e.name, e.doc)
+		fmt.Fprintf(w, "  %s\n        %s\n", strings.TrimSpace(c.name+" "+c.synopsis), c.summary)
 	}
 	fmt.Fprint(w, "\n"+exitCodes)
 }
 
-// help writes one command's synopsis, flags, environment and exit codes.
-func (c *command) help(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: main %s %s\n\n%s\n", c.name, c.synopsis, capitalize(c.summary))
-	fmt.Fprint(w, "\nflags:\n")
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
-		fmt.Fprint(w, "  (none)\n")
+// envHelp writes `main help env`.
+func envHelp(w io.Writer) {
+	fmt.Fprint(w, "environment (a malformed value in any of them is a usage error, whatever the command):\n")
+	for _, e := range envDocs {
+		fmt.Fprintf(w, "  %-31s %s\n", e.name, e.doc)
 	}
+}
+
+// help writes one command's synopsis, flags, the names of the variables it
+// reads (main help env explains them) and the exit codes, in short.
+func (c *command) help(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", strings.TrimSpace("main "+c.name+" "+c.synopsis), capitalize(c.summary))
+	fmt.Fprint(w, "\nflags:\n")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
-	fmt.Fprint(w, "\nenvironment it uses:\n")
-	for _, name := range c.env {
-		fmt.Fprintf(w, "  %-31s %s\n", name, docOf(name))
+	if len(c.env) > 0 {
+		fmt.Fprint(w, "\nenvironment (main help env explains each):\n")
+		line := " "
+		for _, name := range c.env {
+			if len(line)+1+len(name) > 110 {
+				fmt.Fprintln(w, line)
+				line = " "
+			}
+			line += " " + name
+		}
+		fmt.Fprintln(w, line)
 	}
-	fmt.Fprint(w, "\n"+exitCodes)
+	fmt.Fprint(w, "\n"+exitCodesShort)
 }
 
 func capitalize(s string) string {

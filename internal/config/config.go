@@ -114,20 +114,44 @@ const (
 // MinRetention is MinRetentionDays as a duration.
 const MinRetention = MinRetentionDays * 24 * time.Hour
 
-// ParseRetention reads a retention given on a command line: a Go duration
-// (720h) or whole days (30d), at least MinRetention; name is the flag or
-// variable the error names.
-func ParseRetention(name, v string) (time.Duration, error) {
-	var d time.Duration
-	var err error
-	if days, ok := strings.CutSuffix(strings.TrimSpace(v), "d"); ok {
-		var n int
-		if n, err = strconv.Atoi(days); err == nil {
-			d = time.Duration(n) * 24 * time.Hour
-		}
-	} else {
-		d, err = time.ParseDuration(strings.TrimSpace(v))
+// maxDurationDays keeps a count of days within time.Duration (292 years).
+const maxDurationDays = 100_000
+
+// ParseDuration reads a duration given on a command line: a Go duration
+// (90s, 36h), or whole days with d, alone or before one (30d, 1d12h), since
+// a retention or a look back is counted in days.
+func ParseDuration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	sign, rest := "", v
+	if r, ok := strings.CutPrefix(v, "-"); ok {
+		sign, rest = "-", r
 	}
+	days, tail, ok := strings.Cut(rest, "d")
+	if !ok {
+		return time.ParseDuration(v)
+	}
+	n, err := strconv.Atoi(days)
+	if err != nil || n < 0 || n > maxDurationDays || strings.HasPrefix(days, "+") {
+		return 0, fmt.Errorf("time: invalid duration %q", v)
+	}
+	d := time.Duration(n) * 24 * time.Hour
+	if tail != "" {
+		t, err := time.ParseDuration(tail)
+		if err != nil || t < 0 {
+			return 0, fmt.Errorf("time: invalid duration %q", v)
+		}
+		d += t
+	}
+	if sign == "-" {
+		d = -d
+	}
+	return d, nil
+}
+
+// ParseRetention reads a retention given on a command line (ParseDuration),
+// at least MinRetention; name is the flag or variable the error names.
+func ParseRetention(name, v string) (time.Duration, error) {
+	d, err := ParseDuration(v)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("%s: want a duration such as 720h or 30d, got %q", name, v)

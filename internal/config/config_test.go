@@ -140,6 +140,7 @@ func TestParseRetention(t *testing.T) {
 		{"not a duration", "a month", 0, `--older-than: want a duration such as 720h or 30d, got "a month"`},
 		{"fractional days", "1.5d", 0, "want a duration"},
 		{"empty", "", 0, "want a duration"},
+		{"days and hours", "8d12h", MinRetention + 12*time.Hour, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := ParseRetention("--older-than", c.in)
@@ -151,6 +152,37 @@ func TestParseRetention(t *testing.T) {
 			}
 			if err != nil || got != c.want {
 				t.Fatalf("ParseRetention(%q) = %s, %v; want %s", c.in, got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		want     time.Duration
+		ok       bool
+	}{
+		{"go duration", "90s", 90 * time.Second, true},
+		{"a day", "1d", 24 * time.Hour, true},
+		{"days and a go duration", "1d12h30m", 36*time.Hour + 30*time.Minute, true},
+		{"zero days", "0d", 0, true},
+		{"negative days", "-2d", -48 * time.Hour, true},
+		{"spaces around", " 7d ", 7 * 24 * time.Hour, true},
+		{"fractional days", "1.5d", 0, false},
+		{"a day unit without a number", "d", 0, false},
+		{"a plus sign", "+1d", 0, false},
+		{"a negative tail", "1d-1h", 0, false},
+		{"garbage after the days", "1dx", 0, false},
+		{"two day units", "1d1d", 0, false},
+		{"no unit", "5", 0, false},
+		{"past what a Duration holds", "100001d", 0, false},
+		{"empty", "", 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ParseDuration(c.in)
+			if (err == nil) != c.ok || got != c.want {
+				t.Fatalf("ParseDuration(%q) = %s, %v; want %s, ok %v", c.in, got, err, c.want, c.ok)
 			}
 		})
 	}

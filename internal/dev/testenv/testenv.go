@@ -34,35 +34,24 @@ func unavailable(t testing.TB, what string, err error) {
 	t.Skipf("%s unavailable (set CI=true to make this a failure): %v", what, err)
 }
 
-// MySQLDSN returns the DSN of this test process's own database, created on
-// first use: the database named by IDEMGATE_TEST_MYSQL_DSN (default
-// root@tcp(127.0.0.1:3306)/idemgate_test) with a per-run suffix, so that two
-// `go test ./...` at once on one server never share tables. A run cannot
-// drop its database when the process ends (no TestMain here), so each new
-// run drops the databases of runs that started more than two hours ago.
+// MySQLDSN returns the DSN of a database of the test's own on the server
+// IDEMGATE_TEST_MYSQL_DSN names (default root@tcp(127.0.0.1:3306)/idemgate_test),
+// named after its database with a per-run suffix, so that two `go test ./...`
+// at once on one server never share tables; it is dropped when the test
+// ends. (It was one database per test process, which no hook could drop
+// when the process ended: 7 of them stayed on the server for 2 hours.)
 func MySQLDSN(t testing.TB) string {
 	t.Helper()
-	runDB.once.Do(func() { runDB.dsn, runDB.err = createRunDB() })
-	if runDB.err != nil {
-		if errors.Is(runDB.err, errUnreachable) {
-			unavailable(t, "MariaDB/MySQL", runDB.err)
-		}
-		t.Fatal(runDB.err)
-	}
-	return runDB.dsn
+	return FreshMySQLDSN(t)
 }
 
-var runDB struct {
-	once sync.Once
-	dsn  string
-	err  error
-}
-
-var errUnreachable = errors.New("unreachable")
-
-// runPrefix is what every per-run database name starts with, after the base
-// name: "<base>_r<unix seconds>_<random>".
+// runPrefix is what every test database name starts with, after the base
+// name: "<base>_r<unix seconds>_f<random>".
 const runPrefix = "_r"
+
+// reapAfter: only a killed run leaves a database behind (t.Cleanup never
+// ran); the next run drops those this old, which no live test still uses.
+const reapAfter = 2 * time.Hour
 
 func baseDSN() (*mysql.Config, error) {
 	dsn := os.Getenv("IDEMGATE_TEST_MYSQL_DSN")
@@ -79,31 +68,42 @@ func baseDSN() (*mysql.Config, error) {
 	return cfg, nil
 }
 
-func createRunDB() (string, error) {
-	cfg, err := baseDSN()
-	if err != nil {
-		return "", err
-	}
-	admin := *cfg
-	admin.DBName = ""
-	admin.Timeout = 2 * time.Second
-	db, err := sql.Open("mysql", admin.FormatDSN())
-	if err != nil {
-		return "", fmt.Errorf("mysql: %w", err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		return "", fmt.Errorf("%w: %s: %w", errUnreachable, cfg.Addr, err)
-	}
-	reapRunDBs(ctx, db, cfg.DBName, time.Now().Add(-2*time.Hour))
-	name := fmt.Sprintf("%s%s%d_%s", cfg.DBName, runPrefix, time.Now().Unix(), proc.Nonce()[:8])
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		return "", fmt.Errorf("create database %s: %w", name, err)
-	}
-	cfg.DBName = name
-	return cfg.FormatDSN(), nil
+// server is the test server, checked once per process: it answers, and
+// the databases killed runs left are reaped.
+var server struct {
+	once sync.Once
+	cfg  *mysql.Config
+	err  error
+}
+
+var errUnreachable = errors.New("unreachable")
+
+func checkServer() (*mysql.Config, error) {
+	server.once.Do(func() {
+		cfg, err := baseDSN()
+		if err != nil {
+			server.err = err
+			return
+		}
+		admin := *cfg
+		admin.DBName = ""
+		admin.Timeout = 2 * time.Second
+		db, err := sql.Open("mysql", admin.FormatDSN())
+		if err != nil {
+			server.err = fmt.Errorf("mysql: %w", err)
+			return
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := db.PingContext(ctx); err != nil {
+			server.err = fmt.Errorf("%w: %s: %w", errUnreachable, cfg.Addr, err)
+			return
+		}
+		reapRunDBs(ctx, db, cfg.DBName, time.Now().Add(-reapAfter))
+		server.cfg = cfg
+	})
+	return server.cfg, server.err
 }
 
 // reapRunDBs drops the per-run databases of base created before cutoff.
@@ -156,7 +156,7 @@ func RedisURL(t testing.TB) string {
 }
 
 // FreshMySQLDSN creates a database of its own for the test (dropped at the
-// end), for tests that scan whole tables, such as the sweeper's.
+// end): MySQLDSN, under the name tests that scan whole tables use.
 func FreshMySQLDSN(t testing.TB) string {
 	t.Helper()
 	dsn, name, db := absentDB(t)
@@ -179,17 +179,16 @@ func AbsentMySQLDSN(t testing.TB) (dsn string, db *sql.DB) {
 // its name and a connection to the server, which drops it at the end.
 func absentDB(t testing.TB) (dsn, name string, db *sql.DB) {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(MySQLDSN(t))
+	base, err := checkServer()
+	if errors.Is(err, errUnreachable) {
+		unavailable(t, "MariaDB/MySQL", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := baseDSN()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Named like the run databases, so that a killed run's leftovers are reaped.
+	cfg := *base
 	cfg.DBName = fmt.Sprintf("%s%s%d_f%s", base.DBName, runPrefix, time.Now().Unix(), proc.Nonce()[:12])
-	admin := *cfg
+	admin := cfg
 	admin.DBName = ""
 	db, err = sql.Open("mysql", admin.FormatDSN())
 	if err != nil {
