@@ -300,6 +300,7 @@ func TestParseRejects(t *testing.T) {
 		{"notify not an object", mkEvent(`{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{},"notify":"https://x.example"}`, ""), TypeInvalidRequest, "notify", KindSingle},
 		{"notify without url", mkEvent(`{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{},"notify":{}}`, ""), TypeInvalidRequest, "notify.url", KindSingle},
 		{"notify url not http", mkEvent(`{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{},"notify":{"url":"ftp://x.example/a"}}`, ""), TypeInvalidRequest, "notify.url", KindSingle},
+		{"notify url member in upper case", mkEvent(`{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{},"notify":{"URL":"https://x.example/a"}}`, ""), TypeInvalidRequest, "notify.url", KindSingle},
 		{"notify url relative", mkEvent(`{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{},"notify":{"url":"/hook"}}`, ""), TypeInvalidRequest, "notify.url", KindSingle},
 
 		// Timer.
@@ -370,6 +371,11 @@ func TestParseAccepts(t *testing.T) {
 		{"all optional task fields", mkEvent(`{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{"content":"x"},"input_version":"v7","request_id":"req-1","idempotency_key":"order-42","notify":{"url":"https://hooks.acme.example/done"}}`, ""), func(t *testing.T, task *Task) {
 			if task.InputVersion != "v7" || task.RequestID != "req-1" || task.IdempotencyKey != "order-42" || task.Notify == nil || task.Notify.URL != "https://hooks.acme.example/done" {
 				t.Errorf("task = %+v", task)
+			}
+		}},
+		{"notify url matched exactly", mkEvent(`{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{},"notify":{"url":"https://a.example/hook","URL":"https://b.example/hook"}}`, ""), func(t *testing.T, task *Task) {
+			if task.Notify == nil || task.Notify.URL != "https://a.example/hook" {
+				t.Errorf("notify = %+v; want the member named url, not URL", task.Notify)
 			}
 		}},
 		{"null optional task fields", mkEvent(`{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{},"input_version":null,"request_id":null,"idempotency_key":null,"notify":null}`, ""), func(t *testing.T, task *Task) {

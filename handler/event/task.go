@@ -136,20 +136,25 @@ func taskFromData(data json.RawMessage, fields map[string]json.RawMessage, o Opt
 }
 
 func notifyOf(raw json.RawMessage) (*Notify, error) {
-	var n struct {
-		URL *string `json:"url"`
-	}
-	if jsonKind(raw) != '{' || json.Unmarshal(raw, &n) != nil {
+	// Members by exact name, as docs/schema reads them: a struct's
+	// case-insensitive match would post to {"URL": …} (or to the later of
+	// "url" and "URL").
+	var m map[string]json.RawMessage
+	if jsonKind(raw) != '{' || json.Unmarshal(raw, &m) != nil {
 		return nil, newError(TypeInvalidRequest, "notify", `must be an object {"url": "https://..."}`)
 	}
-	if n.URL == nil {
+	if !present(m, "url") {
 		return nil, newError(TypeInvalidRequest, "notify.url", "required when notify is given")
 	}
-	u, perr := url.Parse(*n.URL)
-	if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, newError(TypeInvalidRequest, "notify.url", "must be an absolute http(s) URL, got %q", *n.URL)
+	s, ok := stringValue(m["url"])
+	if !ok {
+		return nil, newError(TypeInvalidRequest, "notify", `must be an object {"url": "https://..."}`)
 	}
-	return &Notify{URL: *n.URL}, nil
+	u, perr := url.Parse(s)
+	if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, newError(TypeInvalidRequest, "notify.url", "must be an absolute http(s) URL, got %q", s)
+	}
+	return &Notify{URL: s}, nil
 }
 
 // dataObject returns the task data of a validated CloudEvent, its text and
