@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/idemgate/idemgate/idempotency/jcs"
 )
 
@@ -27,6 +29,12 @@ var ErrNoSuchPath = errors.New("keys: no such path")
 func FromPaths(doc []byte, paths ...string) (string, error) {
 	if len(paths) == 0 {
 		return "", errors.New("keys: FromPaths needs at least one path")
+	}
+	// Strict first: encoding/json reads every lone surrogate escape and
+	// invalid UTF-8 byte as U+FFFD and keeps the last of two members of one
+	// name, so distinct documents would share K.
+	if _, err := jsontext.NewDecoder(bytes.NewReader(doc)).ReadValue(); err != nil {
+		return "", fmt.Errorf("keys: %w", err)
 	}
 	// Numbers stay as written (json.Number): a float64 would merge
 	// 12345678901234567890 with …891 before JCS could refuse either.

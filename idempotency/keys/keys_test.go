@@ -374,3 +374,35 @@ func TestNumbersNeverMerge(t *testing.T) {
 		t.Errorf("one value, keys %v", keys)
 	}
 }
+
+// FromPaths reads the document strictly: encoding/json alone turns every
+// lone surrogate escape and invalid UTF-8 byte into U+FFFD and keeps the
+// last of two members of one name, so distinct documents would share K.
+func TestFromPathsRefusesWhatItWouldMerge(t *testing.T) {
+	for _, tc := range []struct{ name, doc string }{
+		{"lone high surrogate", `{"id":"\ud800"}`},
+		{"lone low surrogate", `{"id":"\udfff"}`},
+		{"invalid UTF-8", "{\"id\":\"\xff\"}"},
+		{"invalid UTF-8 in a member name", "{\"id\":\"a\",\"\xfe\":1}"},
+		{"repeated member name", `{"id":"a","id":"b"}`},
+		{"repeated member name after unescaping", `{"id":"a","\u0069d":"b"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if k, err := FromPaths([]byte(tc.doc), "id"); err == nil {
+				t.Errorf("FromPaths(%q) = %s; want an error", tc.doc, k)
+			}
+		})
+	}
+	if k, err := FromPaths([]byte(`{"id":"\ud83d\ude00"}`), "id"); err != nil || k != mustFromPaths(t, `{"id":"😀"}`) {
+		t.Errorf("a surrogate pair is its character: %s %v", k, err)
+	}
+}
+
+func mustFromPaths(t *testing.T, doc string) string {
+	t.Helper()
+	k, err := FromPaths([]byte(doc), "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
