@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/docs/schema"
 	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/handler/customruntime"
 	hevent "github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
@@ -53,6 +54,10 @@ func setupInvoke(flags *flag.FlagSet) action {
 		body, code := readEvent(r)
 		if body == nil {
 			return code
+		}
+		if err := overBodyLimit(body); err != nil {
+			printJSON(r.stdout, handler.ErrorReply("", err).Body)
+			return ExitFailed
 		}
 		return r.withApp(ctx, checkOutcome, func(a *app.App) int {
 			if *reqID == "" {
@@ -96,7 +101,12 @@ func setupValidate(flags *flag.FlagSet) action {
 			return openFailed(r.stderr, errConfig{err})
 		}
 		p := app.Judge(cfg, logx.New(r.stderr, slog.LevelWarn, &logx.Redactor{}))
-		v := p.Validate(ctx, body, schema.ValidateData)
+		v := handler.Validation{ErrorType: "body_too_large"}
+		if err := overBodyLimit(body); err != nil {
+			v.ErrorMessage = err.Error()
+		} else {
+			v = p.Validate(ctx, body, schema.ValidateData)
+		}
 		out, _ := json.MarshalIndent(v, "", "  ")
 		fmt.Fprintln(r.stdout, string(out))
 		return outcomeExit(!v.Valid, v.ErrorType)
@@ -277,6 +287,16 @@ func printJSON(w io.Writer, body []byte) {
 		}
 	}
 	fmt.Fprintln(w, string(body))
+}
+
+// overBodyLimit is the custom runtime's body_too_large
+// (handler/customruntime/server.go), so that invoke and validate judge
+// only a body FC can hand over to the function.
+func overBodyLimit(body []byte) error {
+	if len(body) <= customruntime.DefaultMaxBody {
+		return nil
+	}
+	return idempotency.Final("body_too_large", fmt.Errorf("event body exceeds %d bytes", customruntime.DefaultMaxBody))
 }
 
 // loadEvent reads an event file, or stdin for "-". A missing file is said

@@ -3,8 +3,11 @@ package cli
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/handler/customruntime"
 )
 
 type validation struct {
@@ -82,5 +85,46 @@ func TestValidateKeyIsInvokeKey(t *testing.T) {
 	}
 	if _, stderr, code := cli("validate"); code != ExitUsage || !strings.Contains(stderr, "--event FILE is required") {
 		t.Fatalf("no --event: exit %d %s", code, stderr)
+	}
+}
+
+// A body the custom runtime would refuse body_too_large before the
+// function sees it is refused so by validate and invoke too: both judge
+// what FC can hand over, and one byte less is judged as usual.
+func TestEventOverTheBodyLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		size      int
+		errorType string
+	}{
+		{"at the limit", customruntime.DefaultMaxBody, ""},
+		{"one byte over", customruntime.DefaultMaxBody + 1, "body_too_large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setEnv(t)
+			body, err := os.ReadFile(event("malformed.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A truncated body padded with white space: malformed_event when judged.
+			body = append(body, strings.Repeat(" ", tc.size-len(body))...)
+			file := filepath.Join(t.TempDir(), "big.json")
+			if err := os.WriteFile(file, body, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.errorType
+			if want == "" {
+				want = "malformed_event"
+			}
+			stdout, stderr, code := cli("validate", "--event", file)
+			var v validation
+			if err := json.Unmarshal([]byte(stdout), &v); err != nil || code != ExitFailed || v.Valid || v.ErrorType != want {
+				t.Errorf("validate: exit %d, %v %+v\n%s", code, err, v, stderr)
+			}
+			out, stderr, code := cli("invoke", "--event", file)
+			if o := outcome(t, out); code != ExitFailed || o["errorType"] != want || o["retryable"] != false {
+				t.Errorf("invoke: exit %d, %v\n%s", code, o, stderr)
+			}
+		})
 	}
 }
