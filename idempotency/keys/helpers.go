@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -97,9 +98,18 @@ func Window(action string, t time.Time, size time.Duration) string {
 // JSON value, canonicalised), so the same prompt to the same model is one
 // call however its members are ordered.
 func LLMRequest(model string, messages any) (string, error) {
+	// encoding/json writes each invalid UTF-8 byte as the escape \ufffd (and
+	// a real U+FFFD as itself): refused, or "hi\xff" and "hi\xfe" would be
+	// one call.
+	if !utf8.ValidString(model) {
+		return "", errors.New("keys: model is not valid UTF-8")
+	}
 	b, err := json.Marshal(messages)
 	if err != nil {
 		return "", fmt.Errorf("keys: messages: %w", err)
+	}
+	if replacementEscape(b) {
+		return "", errors.New("keys: messages hold a string that is not valid UTF-8 (or spell U+FFFD as an escape)")
 	}
 	return hashValue(map[string]any{"model": model, "messages": json.RawMessage(b)})
 }
@@ -110,6 +120,26 @@ func LLMRequest(model string, messages any) (string, error) {
 // action only when their data is the same.
 func FromFingerprint(fingerprint string) string {
 	return hashStrings("fingerprint", fingerprint)
+}
+
+// replacementEscape reports whether the JSON text b holds the escape
+// \ufffd (one that a backslash starts, not an escaped backslash followed
+// by "ufffd").
+func replacementEscape(b []byte) bool {
+	for i := 0; ; {
+		k := bytes.Index(b[i:], []byte(`\ufffd`))
+		if k < 0 {
+			return false
+		}
+		at, back := i+k, 0
+		for j := at - 1; j >= 0 && b[j] == '\\'; j-- {
+			back++
+		}
+		if back%2 == 0 {
+			return true
+		}
+		i = at + 1
+	}
 }
 
 func hashValue(v any) (string, error) {

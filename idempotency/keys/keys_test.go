@@ -406,3 +406,28 @@ func mustFromPaths(t *testing.T, doc string) string {
 	}
 	return k
 }
+
+// LLMRequest refuses strings that are not UTF-8: encoding/json writes every
+// invalid byte as U+FFFD, so "hi\xff" and "hi\xfe" would be one call.
+func TestLLMRequestRefusesInvalidUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		model    string
+		messages any
+	}{
+		{"model", "m\xff", []string{"hi"}},
+		{"message", "m", []string{"hi\xff"}},
+		{"member name", "m", []map[string]string{{"ro\xfele": "user"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if k, err := LLMRequest(tc.model, tc.messages); err == nil {
+				t.Errorf("LLMRequest = %s; want an error", k)
+			}
+		})
+	}
+	for _, text := range []string{"a real \ufffd is text", `a backslash and ufffd: \ufffd`, `\\\ufffd`} {
+		if _, err := LLMRequest("m", []string{text}); err != nil {
+			t.Errorf("valid text %q: %v", text, err)
+		}
+	}
+}
