@@ -3,6 +3,9 @@ package event
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -57,6 +60,9 @@ type destinationWire struct {
 }
 
 func parseDestination(body []byte) (*FailureDestination, error) {
+	if err := caseVariants(body, ""); err != nil {
+		return nil, err
+	}
 	var w destinationWire
 	if err := json.Unmarshal(body, &w); err != nil {
 		var te *json.UnmarshalTypeError
@@ -89,6 +95,39 @@ func parseDestination(body []byte) (*FailureDestination, error) {
 		d.FunctionError = w.ResponseContext.FunctionError
 	}
 	return d, nil
+}
+
+// destinationNames are the members of destinationWire, by object ("" the
+// message itself).
+var destinationNames = map[string][]string{
+	"":                {"timestamp", "requestContext", "requestPayload", "responseContext", "responsePayload"},
+	"requestContext":  {"requestId", "functionArn", "condition", "approximateInvokeCount"},
+	"responseContext": {"statusCode", "functionError"},
+}
+
+// caseVariants refuses a member whose name matches one of destinationWire's
+// only case-insensitively: encoding/json would read it as that member, so
+// {"requestPayload":A,"REQUESTPAYLOAD":B} would replay B while a reader of
+// requestPayload sees A.
+func caseVariants(raw []byte, at string) error {
+	var obj map[string]json.RawMessage
+	if jsonKind(raw) != '{' || json.Unmarshal(raw, &obj) != nil {
+		return nil // not an object: the struct decode says so
+	}
+	for _, name := range slices.Sorted(maps.Keys(obj)) { // the first error, always the same
+		for _, want := range destinationNames[at] {
+			if name != want && strings.EqualFold(name, want) {
+				field := strings.TrimPrefix(at+"."+name, ".")
+				return newError(TypeInvalidRequest, field, "failure-destination message: %s is not a member FC writes (%s is)", field, want)
+			}
+		}
+		if _, nested := destinationNames[name]; nested && at == "" {
+			if err := caseVariants(obj[name], name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // OriginalEvent returns the original invocation body carried in a

@@ -314,6 +314,8 @@ func TestParseRejects(t *testing.T) {
 		// Failure destination.
 		{"destination context not object", []byte(`{"requestContext":"x","requestPayload":"{}"}`), TypeInvalidRequest, "requestContext", KindFailureDestination},
 		{"destination null context", []byte(`{"requestContext":null,"requestPayload":"{}"}`), TypeInvalidRequest, "requestContext", KindFailureDestination},
+		{"destination payload member in upper case", []byte(`{"requestContext":{"requestId":"r"},"requestPayload":"{\"a\":1}","REQUESTPAYLOAD":"{\"b\":2}"}`), TypeInvalidRequest, "REQUESTPAYLOAD", KindFailureDestination},
+		{"destination context member in mixed case", []byte(`{"requestContext":{"requestId":"r","RequestId":"q"},"requestPayload":"{}"}`), TypeInvalidRequest, "requestContext.RequestId", KindFailureDestination},
 		{"destination payload not string", []byte(`{"requestContext":{},"requestPayload":{"id":"x"}}`), TypeInvalidRequest, "requestPayload", KindFailureDestination},
 		{"destination bad count", []byte(`{"requestContext":{"approximateInvokeCount":"3"},"requestPayload":""}`), TypeInvalidRequest, "requestContext.approximateInvokeCount", KindFailureDestination},
 		{"destination bad timestamp", []byte(`{"timestamp":"last tuesday","requestContext":{},"requestPayload":""}`), TypeInvalidRequest, "timestamp", KindFailureDestination},
