@@ -873,3 +873,71 @@ func TestSweeperLeavesARetryableFailureInItsBackoff(t *testing.T) {
 		}
 	})
 }
+
+// Review of the edges-claim work: a copy of a try (same request id and
+// x-fc-retry-count as the live holder) is answered retry_later, so FC
+// retries that copy with the next count. That retry is not the holder's
+// retry — the holder is alive and renewing — yet a known later try takes
+// its own live lease over at once: a second model call, an attempt spent,
+// the healthy holder fenced out (docs/design.md §14.3: copies of one
+// request never take each other's live lease).
+func TestACopysRetryDoesNotTakeTheLiveHoldersLease(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		for _, redis := range []bool{false, true} {
+			t.Run(map[bool]string{false: "store alone", true: "Redis first"}[redis], func(t *testing.T) {
+				copysRetry(t, store, dir, redis)
+			})
+		}
+	})
+}
+
+func copysRetry(t *testing.T, store driver.Maintainer, dir string, redis bool) {
+	data := summarizeData(fmt.Sprintf("a copy's retry %d", time.Now().UnixNano())) // a key of its own on a shared Redis
+	var opts []idempotency.Option
+	if redis {
+		fast := newFast(t)
+		t.Cleanup(func() { _ = fast.Forget(context.Background(), derive(t, data).Key) })
+		opts = append(opts, idempotency.WithFastLayer(fast)) // the copy meets the holder's entry there first
+	}
+	release := make(chan struct{})
+	m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
+		if n == 1 {
+			<-release
+		}
+		return llm.Response{Text: fmt.Sprintf("call %d", n)}, nil
+	}}
+	rg := newRigOn(t, store, dir, m, opts...)
+	srv := &customruntime.Server{Handle: rg.p.Handle, Log: rg.p.Log}
+	body := taskBody("ev-1", data, "")
+	invoke := func(try string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/invoke", bytes.NewReader(body))
+		r.Header.Set("x-fc-request-id", "r1")
+		r.Header.Set("x-fc-retry-count", try)
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, r)
+		return w
+	}
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- invoke("0") }()
+	for m.calls.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if w := invoke("0"); w.Code != http.StatusNotFound { // the copy
+		t.Fatalf("the copy: HTTP %d %s, want 404 retry_later", w.Code, w.Body)
+	}
+	w := invoke("1") // FC's retry of the copy, while the holder runs
+	close(release)
+	if w.Code == http.StatusOK {
+		var o handler.Outcome
+		_ = json.Unmarshal(w.Body.Bytes(), &o)
+		if o.Status == "RUNNING" {
+			t.Errorf("the copy's retry was acknowledged in progress: %s", w.Body)
+		}
+	}
+	fw := <-first
+	rec, _ := store.Get(context.Background(), derive(t, data).Key)
+	if m.calls.Load() != 1 || rec.Attempt != 1 || fw.Code != http.StatusOK {
+		t.Fatalf("the copy's retry took the live holder's lease: model calls %d, attempt %d, holder HTTP %d %s",
+			m.calls.Load(), rec.Attempt, fw.Code, fw.Body)
+	}
+}

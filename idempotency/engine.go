@@ -182,6 +182,10 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 			// Unconfirmed for longer than a live claimant needs to reach the
 			// Store (the age is estimated from our own lease, which the
 			// claimant's matches): let the Store decide.
+		case ans.Verdict == driver.FastRepeatOther && req.Owner != "" && ans.Record.LeaseOwner == req.Owner && req.Try >= 0:
+			// A copy of the holder's known try: the Store marks its try
+			// (driver.ActMarkTry), so FC's retry of it does not take the
+			// live lease over.
 		case ans.Verdict == driver.FastRepeatOther:
 			e.stats.count(DecisionRepeatOther, true)
 			ans.Record.Key = req.Key
@@ -324,7 +328,7 @@ func (l *Lease) Complete(ctx context.Context, resultRef string) error {
 	if err := checkResult(resultRef); err != nil {
 		return err
 	}
-	comp := driver.Completion{ResultRef: resultRef}
+	comp := driver.Completion{ResultRef: resultRef, Try: l.try}
 	if l.finishAfter {
 		comp.FinishLease = l.lease
 	}

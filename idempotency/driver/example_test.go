@@ -93,7 +93,7 @@ func (s *memStore) Complete(_ context.Context, key string, fence int64, c driver
 		r.Status, r.ResultRef, r.LeaseUntil, r.LastErrorCode, r.LastError = driver.StatusSucceeded, c.ResultRef, time.Time{}, "", ""
 		r.Finish = driver.FinishNone
 		if c.FinishLease > 0 {
-			r.Finish, r.LeaseUntil = driver.FinishPending, now.Add(c.FinishLease)
+			r.Finish, r.LeaseUntil, r.LeaseTry = driver.FinishPending, now.Add(c.FinishLease), c.Try
 		}
 	})
 }

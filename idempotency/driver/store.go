@@ -61,6 +61,9 @@ type Completion struct {
 	// ([Store.ClaimFinish]) and the sweeper lists it, so a finish whose holder
 	// died is never lost.
 	FinishLease time.Duration
+	// Try is the completing holder's try: the pending finish is held by
+	// its owner at this try (a copy's ActMarkTry may have raised lease_try).
+	Try int
 }
 
 // FinishRequest asks for a SUCCEEDED record's pending finish.
@@ -137,6 +140,12 @@ const (
 	// it completes from an output an earlier attempt saved (one that died
 	// after saving it) or records the budget spent (ExhaustedCode).
 	ActSalvage
+	// ActMarkTry: a copy of the live holder's known try (same owner, try not
+	// later) is answered retry_later; the lease's try becomes the copy's
+	// try + 1 (nothing else changes), so FC's retry of the copy, which
+	// carries that count, waits for the lease like the copy did. The
+	// holder's Complete sets its own try back (Completion.Try).
+	ActMarkTry
 )
 
 // ExhaustedCode is the error code recorded when a salvage finds nothing.
@@ -156,6 +165,12 @@ func Decide(rec Record, req ClaimRequest, now time.Time) (Decision, Action) {
 		switch {
 		case sameOwnerRetry(rec, req.Owner, req.Try, now):
 			d = DecisionRepeatSame
+		case now.Before(rec.LeaseUntil) && copyOfTry(rec, req.Owner, req.Try):
+			// Answered retry_later, FC retries this copy with the next
+			// count: raise the lease's try past it, so that its retry is not
+			// taken for the holder's own retry (which takes over at once)
+			// while the holder is alive (docs/design.md §6).
+			return DecisionRepeatOther, ActMarkTry
 		case now.Before(rec.LeaseUntil):
 			return DecisionRepeatOther, ActNone
 		default:
@@ -196,6 +211,12 @@ func SamePayload(stored, hash, legacy string) bool {
 // running beside the holder. An empty owner is nobody's: it never matches.
 func sameOwnerRetry(rec Record, owner string, try int, now time.Time) bool {
 	return owner != "" && rec.LeaseOwner == owner && (laterTry(rec, owner, try) || !now.Before(rec.LeaseUntil))
+}
+
+// copyOfTry: owner is the live holder and try a known try no later than the
+// lease's, not yet marked past (ActMarkTry).
+func copyOfTry(rec Record, owner string, try int) bool {
+	return owner != "" && rec.LeaseOwner == owner && try >= 0 && try >= rec.LeaseTry
 }
 
 // laterTry: owner is the record's holder (or last holder) and try is a
@@ -242,6 +263,9 @@ func Leased(rec Record) bool {
 // It is the reference for the SQL of stores that cannot call it.
 func Apply(rec *Record, act Action, req ClaimRequest, now time.Time) {
 	switch act {
+	case ActMarkTry:
+		rec.LeaseTry = req.Try + 1
+		rec.UpdatedAt = now
 	case ActTakeover, ActSalvage:
 		rec.Status = StatusRunning
 		rec.Fence++

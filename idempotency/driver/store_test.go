@@ -30,7 +30,7 @@ func TestDecide(t *testing.T) {
 		{"same owner, later try", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 0, LeaseUntil: live, Attempt: 1},
 			nil, DecisionRepeatSame, ActTakeover},
 		{"same owner, same try (a concurrent copy)", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 1,
-			LeaseUntil: live, Attempt: 1}, nil, DecisionRepeatOther, ActNone},
+			LeaseUntil: live, Attempt: 1}, nil, DecisionRepeatOther, ActMarkTry},
 		// issue 20 case 4: a copy without a retry count must not take its
 		// twin's live lease (it may be running beside it).
 		{"same owner, unknown try, live lease", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: -1,
@@ -40,8 +40,10 @@ func TestDecide(t *testing.T) {
 		{"same owner, unknown try, expired lease", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: -1,
 			LeaseUntil: expired, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatSame, ActTakeover},
 		// issue 20 case 3: the go1 runtime reads a missing retry count as 0.
+		// A copy of a known try marks its retry's count (ActMarkTry), so FC's
+		// retry of the copy does not take the live holder's lease at once.
 		{"same owner, try 0 again (go1)", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 0,
-			LeaseUntil: live, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = 0; return r }, DecisionRepeatOther, ActNone},
+			LeaseUntil: live, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = 0; return r }, DecisionRepeatOther, ActMarkTry},
 		// issue 20 case 8: a retryable failure's back-off.
 		{"retryable in its back-off", Record{PayloadHash: "ph", Status: StatusFailedRetryable, LeaseOwner: "r0", Attempt: 1,
 			RetryAfter: live}, nil, DecisionRepeatOther, ActNone},

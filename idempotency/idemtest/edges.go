@@ -3,6 +3,7 @@ package idemtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -238,4 +239,40 @@ func finishHold(t *testing.T, h Harness) {
 			t.Fatalf("the renewed finish was taken over %v after the renewal: %s", time.Since(sent), res.Decision)
 		}
 	})
+}
+
+// copysRetryWaits: a copy of the live holder's known try is answered
+// retry_later, and FC retries that copy with the next count. That retry is
+// not the holder's (the holder is alive): it waits for the lease like the
+// copy did, instead of taking it over at once (driver.ActMarkTry); the
+// holder completes and ends its finish at its own try.
+func copysRetryWaits(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	key := NewKey()
+	holder := req(key, "fc-req-1")
+	holder.Try, holder.FinishAfter = 0, true
+	_, l := claim(t, e, holder)
+	if l == nil {
+		t.Fatal("first claim not owned")
+	}
+	for try := range 3 { // the copy, then FC's retries of it
+		c := req(key, "fc-req-1")
+		c.Try = try
+		res, cl := claim(t, e, c)
+		if cl != nil {
+			t.Fatalf("the copy at try %d took the live holder's lease: %s", try, res.Decision)
+		}
+		_, err := e.Do(ctx, c, neverRuns(t))
+		retryLater(t, fmt.Sprintf("the copy at try %d", try), err)
+	}
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatalf("the holder's complete: %v", err)
+	}
+	if err := l.Finisher().Done(ctx); err != nil {
+		t.Fatalf("the holder's finish at its own try: %v", err)
+	}
+	if rec := get(t, e, key); rec.Status != driver.StatusSucceeded || rec.Attempt != 1 || rec.Finish != driver.FinishDone {
+		t.Fatalf("record %s attempt %d finish %s", rec.Status, rec.Attempt, rec.Finish)
+	}
 }

@@ -61,6 +61,7 @@ func RunMaintenance(t *testing.T, s driver.Maintainer) {
 	t.Run("ResetRefusesLiveLease", f.resetRefusesLiveLease)
 	t.Run("ResetUnknownKeyIsAudited", f.resetUnknownKeyIsAudited)
 	t.Run("ResetKeepsCheckpoints", f.resetKeepsCheckpoints)
+	t.Run("ResetClearsTheBackoff", f.resetClearsTheBackoff)
 	t.Run("ResetOfSucceededReopensAFailedFinish", f.resetOfSucceededReopensAFailedFinish)
 	t.Run("TraceParentOfTheFirstDelivery", func(t *testing.T) { traceFirst(t, s) })
 	t.Run("Stats", f.stats)
@@ -630,5 +631,33 @@ func RunPurgeWithoutPayloadHash(t *testing.T, s driver.Maintainer) {
 	res, l, err := e.Claim(ctx, r)
 	if err != nil || l != nil || res.Decision != idempotency.DecisionRepeatDone || res.Record.ResultRef != "ref" {
 		t.Fatalf("a re-send without a payload hash: %s %q %v, want REPEAT_DONE with its result", res.Decision, res.Record.ResultRef, err)
+	}
+}
+
+// resetClearsTheBackoff: a reset ends a retryable failure's back-off
+// (docs/design.md §6, "a takeover or a reset clears it"), on every store
+// alike (driver.ApplyReset is the reference).
+func (f *maintFixture) resetClearsTheBackoff(t *testing.T) {
+	s, e, ctx := f.s, f.e, f.ctx
+	key := NewKey()
+	r := req(key, "h")
+	r.MaxAttempts = 3
+	_, l := claim(t, e, r)
+	if l == nil {
+		t.Fatal("claim not owned")
+	}
+	if st, _ := l.Fail(ctx, idempotency.Retryable("rate_limited", errors.New("429"))); st != driver.StatusFailedRetryable {
+		t.Fatalf("fail: %s", st)
+	}
+	if get(t, e, key).RetryAfter.IsZero() {
+		t.Fatal("a retryable failure recorded no back-off")
+	}
+	rec := get(t, e, key)
+	if _, _, err := s.Reset(ctx, key, driver.Replay{Reason: "fixed", Operator: "op", Source: "key",
+		PayloadHash: rec.PayloadHash}); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	if got := get(t, e, key); got.Status != driver.StatusReceived || !got.RetryAfter.IsZero() {
+		t.Fatalf("after the reset: %s, retry_after %v, want RECEIVED without a back-off", got.Status, got.RetryAfter)
 	}
 }

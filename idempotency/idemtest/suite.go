@@ -70,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FinishHeldOnceThenClaimed", func(t *testing.T) { finishOnce(t, h) })
 	t.Run("EmptyOwnerNeverTakesALiveLease", func(t *testing.T) { emptyOwner(t, h) })
 	t.Run("TryNotLaterNeverTakesItsOwnLiveLease", func(t *testing.T) { ownLeaseRetryLater(t, h) })
+	t.Run("ACopysRetryWaitsForTheLiveHolder", func(t *testing.T) { copysRetryWaits(t, h) })
 	t.Run("RetryableFailureWaitsItsBackoff", func(t *testing.T) { retryBackoff(t, h) })
 	t.Run("FinishHoldIsFencedAndBounded", func(t *testing.T) { finishHold(t, h) })
 	t.Run("RunReplaysTypedResults", func(t *testing.T) { runTyped(t, h) })
@@ -186,7 +187,9 @@ func sameOwner(t *testing.T, h Harness) {
 		t.Fatal("a concurrent copy of the same try took the lease")
 	}
 	retry := req(key, "fc-req-1")
-	retry.Try = 1 // FC's retry of the request
+	// FC's retry of the request: a try later than any seen (the copy's
+	// answer marked try 1 as its retry's, driver.ActMarkTry).
+	retry.Try = 2
 	res, l2 := claim(t, e, retry)
 	want(t, "decision", res.Decision, idempotency.DecisionRepeatSame)
 	if l2 == nil {

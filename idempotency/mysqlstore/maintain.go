@@ -97,7 +97,7 @@ func resetWrite(ctx context.Context, tx *sql.Tx, rec driver.Record, kind driver.
  last_error_code = '', last_error = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Key)
 	case driver.ResetRecord:
 		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = 'RECEIVED', fence = ?, lease_until = NULL,
- sweep_after = NULL, finish = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Fence, rec.Key)
+ sweep_after = NULL, retry_after = NULL, finish = '', updated_at = NOW(3) WHERE request_id = ?`, rec.Fence, rec.Key)
 	}
 	return mapErr(err)
 }

@@ -379,8 +379,8 @@ func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Durat
 func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.Completion) error {
 	if c.FinishLease > 0 {
 		return s.guarded(ctx, "complete", `status = 'SUCCEEDED', result_ref = ?, finish = 'PENDING',
- lease_until = NOW(3) + INTERVAL ? MICROSECOND, last_error_code = '', last_error = ''`,
-			c.ResultRef, c.FinishLease.Microseconds(), key, fence)
+ lease_until = NOW(3) + INTERVAL ? MICROSECOND, lease_try = ?, last_error_code = '', last_error = ''`,
+			c.ResultRef, c.FinishLease.Microseconds(), c.Try, key, fence)
 	}
 	return s.guarded(ctx, "complete", `status = 'SUCCEEDED', result_ref = ?, finish = '', lease_until = NULL,
  last_error_code = '', last_error = ''`, c.ResultRef, key, fence)
