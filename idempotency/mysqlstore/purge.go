@@ -274,11 +274,10 @@ func (s *Store) deleteCounted(ctx context.Context, dry bool, q string, args ...a
 		}
 		return err
 	}
-	if !dry {
-		return n, exec(s.db)
-	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := exec(tx); err != nil {
+	// Two purges deleting neighbouring tombstones may deadlock on the
+	// index range; InnoDB rolled the victim back, so it is run again.
+	err := s.txRetry(ctx, func(tx *sql.Tx) error {
+		if err := exec(tx); err != nil || !dry {
 			return err
 		}
 		return errDryRun
