@@ -100,11 +100,11 @@ type failOnce struct {
 
 var errDropped = errors.New("driver: bad connection")
 
-func (f *failOnce) Finish(ctx context.Context, key, owner string, try int, fl *driver.Failure) error {
+func (f *failOnce) Finish(ctx context.Context, key, owner string, try int, fence int64, fl *driver.Failure) error {
 	if key == f.key && f.done.CompareAndSwap(false, true) {
 		return errDropped
 	}
-	return f.Maintainer.Finish(ctx, key, owner, try, fl)
+	return f.Maintainer.Finish(ctx, key, owner, try, fence, fl)
 }
 
 // Case 1: the sweeper completes a task whose stored input asks for notify,

@@ -631,7 +631,7 @@ func (f *Finisher) Hold(ctx context.Context) (context.Context, context.CancelFun
 func (f *Finisher) Done(ctx context.Context) error {
 	c, cancel := detached(ctx)
 	defer cancel()
-	return storeErr("finish", f.e.store.Finish(c, f.Key, f.Owner, f.try, nil))
+	return storeErr("finish", f.e.store.Finish(c, f.Key, f.Owner, f.try, f.fence, nil))
 }
 
 // DoneLater records the finish done in a later batch write, shared with
@@ -651,7 +651,7 @@ func (f *Finisher) Fail(ctx context.Context, cause error) error {
 	fail := failure(cause)
 	c, cancel := detached(ctx)
 	defer cancel()
-	if err := f.e.store.Finish(c, f.Key, f.Owner, f.try, &fail); err != nil {
+	if err := f.e.store.Finish(c, f.Key, f.Owner, f.try, f.fence, &fail); err != nil {
 		return storeErr("fail finish", err)
 	}
 	if fail.Final {

@@ -71,8 +71,8 @@ func (s *storeW) ClaimFinish(ctx context.Context, req driver.FinishRequest) (r d
 	return r, err
 }
 
-func (s *storeW) Finish(ctx context.Context, key, owner string, try int, f *driver.Failure) error {
-	return call(s.a, "store.Finish "+key, storeErr, func() error { return s.s.Finish(ctx, key, owner, try, f) })
+func (s *storeW) Finish(ctx context.Context, key, owner string, try int, fence int64, f *driver.Failure) error {
+	return call(s.a, "store.Finish "+key, storeErr, func() error { return s.s.Finish(ctx, key, owner, try, fence, f) })
 }
 
 func (s *storeW) Defer(ctx context.Context, rec driver.Record, d time.Duration) error {

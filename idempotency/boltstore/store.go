@@ -284,11 +284,11 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 	return res, err
 }
 
-// Finish ends the pending finish held by owner at try.
-func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *driver.Failure) error {
+// Finish ends the pending finish held by owner at try under fence.
+func (s *Store) Finish(ctx context.Context, key, owner string, try int, fence int64, f *driver.Failure) error {
 	return s.update(ctx, func(b *bolt.Bucket) error {
 		rec, err := getIf(b, key, func(r driver.Record) bool {
-			return r.Status == driver.StatusSucceeded && r.Finish == driver.FinishPending && r.LeaseOwner == owner && r.LeaseTry == try
+			return r.Status == driver.StatusSucceeded && r.Finish == driver.FinishPending && r.LeaseOwner == owner && r.LeaseTry == try && r.Fence == fence
 		})
 		if err != nil {
 			return err

@@ -132,12 +132,12 @@ func (s *memStore) ClaimFinish(_ context.Context, req driver.FinishRequest) (dri
 	return res, nil
 }
 
-func (s *memStore) Finish(_ context.Context, key, owner string, try int, f *driver.Failure) error {
+func (s *memStore) Finish(_ context.Context, key, owner string, try int, fence int64, f *driver.Failure) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.load(key)
 	if !ok || rec.Status != driver.StatusSucceeded || rec.Finish != driver.FinishPending ||
-		rec.LeaseOwner != owner || rec.LeaseTry != try {
+		rec.LeaseOwner != owner || rec.LeaseTry != try || rec.Fence != fence {
 		return driver.ErrLeaseLost
 	}
 	now := time.Now()

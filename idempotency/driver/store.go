@@ -38,8 +38,10 @@ type Store interface {
 	// next finisher need not wait; its UpdatedAt is now, so a finish that
 	// keeps failing goes behind the sweeper's other work instead of holding
 	// the head of its queue). ErrLeaseLost when another finisher holds it
-	// now or it is not pending.
-	Finish(ctx context.Context, key, owner string, try int, f *Failure) error
+	// now or it is not pending. The fence tells a holder from a later one
+	// with the same owner and try (a copy, or go1's try 0 again): every
+	// finish claim moves it.
+	Finish(ctx context.Context, key, owner string, try int, fence int64, f *Failure) error
 	// MarkFinished records the pending finishes of keys done, in one write,
 	// whoever holds them now (their work is done; see idempotency.Finisher.DoneLater).
 	MarkFinished(ctx context.Context, keys []string) error

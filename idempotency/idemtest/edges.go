@@ -205,6 +205,17 @@ func finishHold(t *testing.T, h Harness) {
 			if _, _, err := f.Hold(ctx); !errors.Is(err, idempotency.ErrLeaseLost) {
 				t.Fatalf("the replaced holder's hold: %v, want ErrLeaseLost", err)
 			}
+			// Its late release and its late record land nowhere, even where
+			// the new holder has its owner and try (the fence tells them apart).
+			if err := f.Fail(ctx, idempotency.Retryable("timeout", errors.New("late post"))); !errors.Is(err, idempotency.ErrLeaseLost) {
+				t.Fatalf("the replaced holder's release: %v, want ErrLeaseLost", err)
+			}
+			if err := f.Done(ctx); !errors.Is(err, idempotency.ErrLeaseLost) {
+				t.Fatalf("the replaced holder's done: %v, want ErrLeaseLost", err)
+			}
+			if res, other, err := taker.ClaimFinish(ctx, key, "sweeper", -1); err != nil || other != nil {
+				t.Fatalf("a sweep while the new holder holds the finish: %s %v, want it held", res.Decision, err)
+			}
 			if _, release, err := g.Hold(ctx); err != nil {
 				t.Fatalf("the new holder's hold: %v", err)
 			} else {

@@ -424,8 +424,8 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 	return res, nil
 }
 
-// Finish ends the pending finish held by owner at try.
-func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *driver.Failure) error {
+// Finish ends the pending finish held by owner at try under fence.
+func (s *Store) Finish(ctx context.Context, key, owner string, try int, fence int64, f *driver.Failure) error {
 	set, args := `finish = 'DONE', lease_until = NULL, updated_at = NOW(3)`, []any{}
 	switch {
 	case f != nil && f.Final:
@@ -435,8 +435,8 @@ func (s *Store) Finish(ctx context.Context, key, owner string, try int, f *drive
 		set = `lease_until = NOW(3), updated_at = NOW(3)`
 	}
 	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`
- WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND lease_owner = ? AND lease_try = ?`,
-		append(args, key, owner, try)...)
+ WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND lease_owner = ? AND lease_try = ? AND fence = ?`,
+		append(args, key, owner, try, fence)...)
 	if err != nil {
 		return fmt.Errorf("finish: %w", mapErr(err))
 	}
