@@ -141,6 +141,7 @@ type inputs struct {
 	stateDir, ossBucket, ossEndpoint, ossRegion, logProject, logStore, dlqQueue                      *Input
 	notifyAllowedHosts, notifySigningSecret, alertActionPolicy, expireDays                           *Input
 	retentionDays, statsRetentionDays                                                                *Input
+	keyJMESPath, payloadJMESPath, waitInFlight, localCacheSize, localCacheTTL                        *Input
 }
 
 const digits = "^[0-9]+$"
@@ -211,6 +212,16 @@ func newInputs() inputs {
 			Doc: "days a finished record stays whole after its last change, at least 8; the daily purge then leaves its tombstone, which answers duplicates until OBJECT_EXPIRE_DAYS + 2 days"},
 		statsRetentionDays: &Input{Env: "STATS_RETENTION_DAYS", Param: "StatsRetentionDays", Default: Lit("30"), Pattern: digits,
 			Doc: "days the per-minute counters of main stats stay"},
+		keyJMESPath: &Input{Env: "KEY_JMESPATH", Param: "KeyJmespath", Default: Lit(""),
+			Doc: "JMESPath over the event data selecting the business key, e.g. [tenant_id, input.order_id]; empty = the default key (docs/design.md §4)"},
+		payloadJMESPath: &Input{Env: "PAYLOAD_JMESPATH", Param: "PayloadJmespath", Default: Lit(""),
+			Doc: "JMESPath selecting what a repeat must match to be a duplicate; empty = task_type, operation and input"},
+		waitInFlight: &Input{Env: "WAIT_IN_FLIGHT_SECONDS", Param: "WaitInFlightSeconds", Default: Lit("0"), Pattern: digits,
+			Doc: "a duplicate meeting a live lease waits up to this for the result (billed while it waits); 0 = FC retries it later"},
+		localCacheSize: &Input{Env: "LOCAL_CACHE_SIZE", Param: "LocalCacheSize", Default: Lit("0"), Pattern: digits,
+			Doc: "final answers each instance keeps in memory; 0 = off (a replay is seen by other instances only after the TTL)"},
+		localCacheTTL: &Input{Env: "LOCAL_CACHE_TTL_SECONDS", Param: "LocalCacheTtlSeconds", Default: Lit("60"), Pattern: digits,
+			Doc: "how long a cached final answer stays, 1 to 300"},
 	}
 }
 
@@ -261,6 +272,9 @@ func Idemgate() Stack {
 				{"NOTIFY_ALLOWED_HOSTS", in.notifyAllowedHosts}, {"NOTIFY_SIGNING_SECRET", in.notifySigningSecret},
 				{"RETENTION_DAYS", in.retentionDays}, {"STATS_RETENTION_DAYS", in.statsRetentionDays},
 				{"OBJECT_EXPIRE_DAYS", in.expireDays},
+				{"KEY_JMESPATH", in.keyJMESPath}, {"PAYLOAD_JMESPATH", in.payloadJMESPath},
+				{"WAIT_IN_FLIGHT_SECONDS", in.waitInFlight}, {"LOCAL_CACHE_SIZE", in.localCacheSize},
+				{"LOCAL_CACHE_TTL_SECONDS", in.localCacheTTL},
 				// The production marker: IDEMPOTENCY_DISABLED is refused here.
 				{"IDEMGATE_ENV", Lit("production")},
 			},
@@ -301,7 +315,8 @@ func Idemgate() Stack {
 			in.mysqlDSN, in.redisURL, in.llmAPIKey, in.llmBaseURL, in.llmModel, in.llmTimeout, in.dedupTTL, in.lease,
 			in.maxAttempts, in.stateDir, in.ossBucket, in.ossEndpoint, in.logProject, in.logStore, in.dlqQueue,
 			in.ossRegion, in.roleARN, in.dlqARN, in.notifyAllowedHosts, in.notifySigningSecret, in.alertActionPolicy,
-			in.expireDays, in.retentionDays, in.statsRetentionDays},
+			in.expireDays, in.retentionDays, in.statsRetentionDays, in.keyJMESPath, in.payloadJMESPath, in.waitInFlight,
+			in.localCacheSize, in.localCacheTTL},
 		NotDeployed: []Unset{
 			{"FC_SERVER_PORT FC_CUSTOM_LISTEN_PORT", "the platform sets them from customRuntimeConfig.port"},
 			{"ALIBABA_CLOUD_ACCESS_KEY_ID ALIBABA_CLOUD_ACCESS_KEY_SECRET ALIBABA_CLOUD_SECURITY_TOKEN",

@@ -28,13 +28,23 @@ type storedInput struct {
 	Notify         *event.Notify   `json:"notify,omitempty"`
 	// KeyFingerprint: K was derived from this fingerprint (KEY_FALLBACK).
 	KeyFingerprint string `json:"key_fingerprint,omitempty"`
+	// KeyJMESPath and PayloadJMESPath: the expressions K and the payload
+	// hash were selected with, and Data the event data they selected from
+	// (only with one of them: the default keys need neither).
+	KeyJMESPath     string          `json:"key_jmespath,omitempty"`
+	PayloadJMESPath string          `json:"payload_jmespath,omitempty"`
+	Data            json.RawMessage `json:"data,omitempty"`
 }
 
 // inputDoc is input.json of t, canonical JSON.
-func inputDoc(t *event.Task, inputVersion, keyFP string) ([]byte, error) {
-	return jcs.Marshal(storedInput{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
+func inputDoc(t *event.Task, inputVersion, keyFP string, r KeyRules) ([]byte, error) {
+	in := storedInput{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
 		InputVersion: inputVersion, Input: t.Input, IdempotencyKey: t.IdempotencyKey, Notify: t.Notify,
-		KeyFingerprint: keyFP})
+		KeyFingerprint: keyFP}
+	if keyFP == "" && (r.Key != nil || r.Payload != nil) {
+		in.KeyJMESPath, in.PayloadJMESPath, in.Data = expr(r.Key), expr(r.Payload), t.Data
+	}
+	return jcs.Marshal(in)
 }
 
 // saveInput writes t's input.json create-once and returns the notify
@@ -45,7 +55,7 @@ func (p *Pipeline) saveInput(ctx context.Context, t *task) (*event.Notify, error
 	if err != nil {
 		return nil, idempotency.Final("invalid_request", err)
 	}
-	doc, err := inputDoc(t.Task, t.d.InputVersion, t.keyFP)
+	doc, err := inputDoc(t.Task, t.d.InputVersion, t.keyFP, t.keys)
 	if err != nil {
 		return nil, idempotency.Final("invalid_request", err)
 	}

@@ -107,7 +107,14 @@ func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec driver.Re
 		"input": doc.Input, "input_version": doc.InputVersion, "request_id": rec.OriginRequestID})
 	t := doc.task()
 	t.RequestID, t.Data, t.EventSource, t.EventID = rec.OriginRequestID, data, rec.EventSource, rec.EventID
-	d, err := deriveKey(t, doc.KeyFingerprint)
+	rules, err := storedRules(doc)
+	if err != nil {
+		return nil, idempotency.Final("bad_input", fmt.Errorf("input.json of %s: %w", rec.Key, err))
+	}
+	if doc.Data != nil {
+		t.Data = doc.Data
+	}
+	d, _, err := rules.derive(t, doc.KeyFingerprint)
 	if err != nil || d.Key != rec.Key {
 		return nil, idempotency.Final("bad_input", fmt.Errorf("input.json of %s derives another key", rec.Key))
 	}
@@ -358,7 +365,7 @@ func (p *Pipeline) replayTask(ctx context.Context, t *event.Task, r ReplayReques
 	if err != nil {
 		return failure(Outcome{RequestID: t.RequestID}, err)
 	}
-	d, err := deriveKey(t, keyFP)
+	d, _, err := p.keyRules().derive(t, keyFP)
 	if err != nil {
 		return failure(Outcome{RequestID: t.RequestID}, err)
 	}

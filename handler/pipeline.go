@@ -26,6 +26,8 @@ type Pipeline struct {
 	// KeyFallback keys an event without tenant_id or operation by the
 	// fingerprint of its data instead of refusing it (KEY_FALLBACK=fingerprint).
 	KeyFallback bool
+	// Keys: KEY_JMESPATH and PAYLOAD_JMESPATH (zero: the default keys).
+	Keys KeyRules
 	// Fault, when set, is called at named points of the pipeline; the drill
 	// tests kill the process there (IDEMGATE_FAULT). Nil in production.
 	Fault func(point string)
@@ -140,10 +142,11 @@ const retryLater = "retry_later"
 type task struct {
 	*event.Task
 	d     keys.Derived
-	fp    string // the fingerprint of the event's data
-	keyFP string // the fingerprint K comes from (KEY_FALLBACK), or ""
-	reqID string // the upstream request id, or the fingerprint standing in for it
-	tp    string // the traceparent the task works under
+	fp    string   // the fingerprint of the event's data
+	keyFP string   // the fingerprint K comes from (KEY_FALLBACK), or ""
+	keys  KeyRules // the expressions K and the payload hash come from, recorded in input.json
+	reqID string   // the upstream request id, or the fingerprint standing in for it
+	tp    string   // the traceparent the task works under
 	tt    TaskType
 	rs    ResultStore
 	meta  ossresult.Meta
@@ -204,7 +207,7 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 	if err != nil {
 		return nil, o, err
 	}
-	d, err := deriveKey(ev, keyFP) // before the fingerprint: its errors name the input
+	d, keyFP, err := p.keyRules().derive(ev, keyFP) // before the fingerprint: its errors name the input
 	if err != nil {
 		return nil, o, err
 	}
@@ -214,7 +217,7 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 			return nil, o, idempotency.Final("invalid_request", err)
 		}
 	}
-	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, reqID: ev.RequestID, tp: traceParentOf(ctx)}
+	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, keys: p.Keys, reqID: ev.RequestID, tp: traceParentOf(ctx)}
 	if t.reqID == "" {
 		t.reqID = fp // layer 3: the fingerprint stands in for a missing request id
 	}

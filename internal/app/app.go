@@ -87,6 +87,12 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 	if cfg.Disabled {
 		opts = append(opts, idempotency.WithDisabled())
 	}
+	if cfg.WaitInFlight > 0 {
+		opts = append(opts, idempotency.WithWaitInFlight(cfg.WaitInFlight))
+	}
+	if cfg.LocalCacheSize > 0 {
+		opts = append(opts, idempotency.WithLocalCache(cfg.LocalCacheSize, cfg.LocalCacheTTL))
+	}
 	if cfg.RedisURL != "" {
 		rdb, err := redisfast.Dial(cfg.RedisURL, 0)
 		if err != nil {
@@ -128,7 +134,8 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 func Judge(cfg config.Config, log *slog.Logger) *handler.Pipeline {
 	return &handler.Pipeline{Notify: notify.New(notify.Options{Timeout: 10 * time.Second,
 		Allow: cfg.NotifyAllowedHosts, SigningSecret: cfg.NotifySigningSecret}),
-		Tasks: handler.Builtin(), Log: log, KeyFallback: cfg.KeyFallback == "fingerprint"}
+		Tasks: handler.Builtin(), Log: log, KeyFallback: cfg.KeyFallback == "fingerprint",
+		Keys: handler.KeyRules{Key: cfg.KeyJMESPath, Payload: cfg.PayloadJMESPath}}
 }
 
 // LocalResultsDir is where result objects go without OSS.

@@ -30,6 +30,9 @@ var envDocs = []envDoc{
 	{"LLM_TIMEOUT_SECONDS", "bound of one model call, 1 to 3600 (default 60)"},
 	{"LEASE_SECONDS", "lease of a claim, renewed while the task runs, 1 to 86400 (default 60)"},
 	{"MAX_ATTEMPTS", "attempts before a retryable failure is final, 1 to 100 (default 3)"},
+	{"WAIT_IN_FLIGHT_SECONDS", "a duplicate meeting a live lease waits up to this for its result, 0 to 86400 (default 0: answer in progress at once); never past the invocation's deadline, billed while it waits"},
+	{"LOCAL_CACHE_SIZE", "final answers each instance keeps in memory, 0 to 1000000 (default 0: off); a replay's reset is seen by other instances only after LOCAL_CACHE_TTL_SECONDS"},
+	{"LOCAL_CACHE_TTL_SECONDS", "how long a cached final answer stays, 1 to 300 (default 60)"},
 	{"NOTIFY_ALLOWED_HOSTS", "hosts notify.url may name, comma-separated ([http://]host[:port][;private][;loopback]); unset: every notify refused"},
 	{"NOTIFY_SIGNING_SECRET", "HMAC key of the Idemgate-Signature header on every notify, at least 32 characters (unset: unsigned)"},
 	{"RETENTION_DAYS", "days a finished record stays after its last change, 8 to 3650 (default 30); then its tombstone answers duplicates until its objects expired"},
@@ -38,7 +41,9 @@ var envDocs = []envDoc{
 	{"FC_CUSTOM_LISTEN_PORT", "port of the custom-runtime server (FC sets it; else FC_SERVER_PORT, else 9000)"},
 	{"FC_SERVER_PORT", "port of the custom-runtime server when FC_CUSTOM_LISTEN_PORT is unset"},
 	{"FC_RUNTIME_API", "set by FC's go1 runtime: serve through its runtime API instead of HTTP"},
-	{"KEY_FALLBACK", "strict (default): refuse events without tenant_id or operation; fingerprint: key them by their data"},
+	{"KEY_FALLBACK", "strict (default): refuse events without tenant_id or operation (or whose KEY_JMESPATH/PAYLOAD_JMESPATH selects nothing); fingerprint: key them by their data"},
+	{"KEY_JMESPATH", "JMESPath over the event data selecting the business key, e.g. [tenant_id, input.order_id] (default: docs/design.md §4); a bad expression stops the start"},
+	{"PAYLOAD_JMESPATH", "JMESPath over the event data selecting what a repeat must match to be a duplicate (default: task_type, operation, input_version)"},
 	{"IDEMPOTENCY_DISABLED", "true: run every task without idempotency (tests only; refused where IDEMGATE_ENV=production)"},
 	{"IDEMGATE_ENV", "production marks a deployed function (the deploy files set it): IDEMPOTENCY_DISABLED is refused there"},
 	{"IDEMGATE_FAULT", "crash drills only: a pipeline point where the process kills itself (POINT or POINT:panic)"},
@@ -53,7 +58,8 @@ var (
 	envModel     = []string{"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS"}
 	envRetention = []string{"RETENTION_DAYS", "STATS_RETENTION_DAYS", "OBJECT_EXPIRE_DAYS"}
 	envPipeline  = join(envStore, envFast, envResults, envModel, []string{"LEASE_SECONDS", "MAX_ATTEMPTS",
-		"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "KEY_FALLBACK", "IDEMPOTENCY_DISABLED", "IDEMGATE_ENV",
+		"WAIT_IN_FLIGHT_SECONDS", "LOCAL_CACHE_SIZE", "LOCAL_CACHE_TTL_SECONDS",
+		"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "KEY_FALLBACK", "KEY_JMESPATH", "PAYLOAD_JMESPATH", "IDEMPOTENCY_DISABLED", "IDEMGATE_ENV",
 		"IDEMGATE_FAULT"}, envRetention)
 )
 

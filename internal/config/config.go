@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/handler/notify"
+	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
 // Config is the whole environment of the function.
@@ -33,6 +34,14 @@ type Config struct {
 	DedupTTL        time.Duration
 	Lease           time.Duration
 	MaxAttempts     int
+	// WaitInFlight: how long a duplicate that meets another delivery's
+	// live lease waits for its result (WAIT_IN_FLIGHT_SECONDS; 0: answer
+	// "in progress" at once).
+	WaitInFlight time.Duration
+	// LocalCacheSize terminal answers kept in the instance for
+	// LocalCacheTTL (LOCAL_CACHE_SIZE, LOCAL_CACHE_TTL_SECONDS; 0: off).
+	LocalCacheSize int
+	LocalCacheTTL  time.Duration
 	// ListenPort: FC_CUSTOM_LISTEN_PORT, else FC_SERVER_PORT, else 9000.
 	ListenPort int
 	// NotifyAllowedHosts: where notify.url may point (empty: nowhere).
@@ -42,6 +51,10 @@ type Config struct {
 	// KeyFallback: "fingerprint" keys events without tenant_id or operation
 	// by their data's fingerprint; "" (strict) refuses them.
 	KeyFallback string
+	// KeyJMESPath and PayloadJMESPath select K and the payload hash from
+	// the event data (KEY_JMESPATH, PAYLOAD_JMESPATH; nil: the default
+	// derivation of docs/design.md §4).
+	KeyJMESPath, PayloadJMESPath *keys.JMESPath
 	// Disabled runs every task without idempotency (IDEMPOTENCY_DISABLED;
 	// tests only, refused where Env is production).
 	Disabled bool
@@ -76,8 +89,10 @@ var Variables = []string{
 	"REDIS_URL", "MYSQL_DSN", "STATE_DIR", "OSS_ENDPOINT", "OSS_BUCKET", "OSS_REGION",
 	"ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN",
 	"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS",
-	"DEDUP_TTL_SECONDS", "LEASE_SECONDS", "MAX_ATTEMPTS", "FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT",
-	"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "KEY_FALLBACK", "IDEMPOTENCY_DISABLED", "IDEMGATE_ENV",
+	"DEDUP_TTL_SECONDS", "LEASE_SECONDS", "MAX_ATTEMPTS", "WAIT_IN_FLIGHT_SECONDS", "LOCAL_CACHE_SIZE",
+	"LOCAL_CACHE_TTL_SECONDS", "FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT",
+	"NOTIFY_ALLOWED_HOSTS", "NOTIFY_SIGNING_SECRET", "KEY_FALLBACK", "KEY_JMESPATH", "PAYLOAD_JMESPATH",
+	"IDEMPOTENCY_DISABLED", "IDEMGATE_ENV",
 	"RETENTION_DAYS", "STATS_RETENTION_DAYS", "OBJECT_EXPIRE_DAYS",
 }
 
@@ -106,6 +121,10 @@ const (
 	// DefaultObjectExpireDays is OBJECT_EXPIRE_DAYS unset, as the deploy
 	// files' ObjectExpireDays.
 	DefaultObjectExpireDays = 30
+	// DefaultLocalCacheTTLSeconds is LOCAL_CACHE_TTL_SECONDS unset: how
+	// long another instance may answer a key's final state from memory
+	// after an operator's replay reset it.
+	DefaultLocalCacheTTLSeconds = 60
 	// DefaultStatsRetentionDays is STATS_RETENTION_DAYS unset.
 	DefaultStatsRetentionDays = 30
 	maxDays                   = 3650
@@ -223,6 +242,12 @@ func (r *reader) numbers(c *Config) {
 	c.DedupTTL = time.Duration(r.num("DEDUP_TTL_SECONDS", 300, 1, 300)) * time.Second
 	c.Lease = time.Duration(r.num("LEASE_SECONDS", 60, 1, 86400)) * time.Second
 	c.MaxAttempts = r.num("MAX_ATTEMPTS", 3, 1, 100)
+	// A wait never outlasts the invocation's deadline (FC's longest
+	// timeout is 86400 s); a cached answer never outlives the fast layer's
+	// own bound (idempotency.WithLocalCache).
+	c.WaitInFlight = time.Duration(r.num("WAIT_IN_FLIGHT_SECONDS", 0, 0, 86400)) * time.Second
+	c.LocalCacheSize = r.num("LOCAL_CACHE_SIZE", 0, 0, 1_000_000)
+	c.LocalCacheTTL = time.Duration(r.num("LOCAL_CACHE_TTL_SECONDS", DefaultLocalCacheTTLSeconds, 1, 300)) * time.Second
 	c.Retention = time.Duration(r.num("RETENTION_DAYS", DefaultRetentionDays, MinRetentionDays, maxDays)) * 24 * time.Hour
 	c.StatsRetention = time.Duration(r.num("STATS_RETENTION_DAYS", DefaultStatsRetentionDays, 1, maxDays)) * 24 * time.Hour
 	c.ObjectExpiry = time.Duration(r.num("OBJECT_EXPIRE_DAYS", DefaultObjectExpireDays, 1, maxDays)) * 24 * time.Hour
@@ -241,6 +266,8 @@ func (r *reader) guards(c *Config) {
 	default:
 		r.bad("KEY_FALLBACK", fmt.Sprintf("want strict or fingerprint, got %q", c.KeyFallback))
 	}
+	c.KeyJMESPath = r.jmespath("KEY_JMESPATH")
+	c.PayloadJMESPath = r.jmespath("PAYLOAD_JMESPATH")
 	switch v := r.str("IDEMPOTENCY_DISABLED", "false"); v {
 	case "true":
 		c.Disabled = true
@@ -251,6 +278,19 @@ func (r *reader) guards(c *Config) {
 	default:
 		r.bad("IDEMPOTENCY_DISABLED", fmt.Sprintf("want true or false, got %q", v))
 	}
+}
+
+// jmespath compiles the expression in variable name ("" unset: nil).
+func (r *reader) jmespath(name string) *keys.JMESPath {
+	v := r.str(name, "")
+	if v == "" {
+		return nil
+	}
+	j, err := keys.CompileJMESPath(v)
+	if err != nil {
+		r.bad(name, err.Error())
+	}
+	return j
 }
 
 // model: no key and no model chosen is a local run on the built-in offline

@@ -96,6 +96,35 @@ func TestLoad(t *testing.T) {
 		{name: "retention under the floor", env: map[string]string{"RETENTION_DAYS": "7"}, wantErr: "RETENTION_DAYS: want a whole number from 8"},
 		{name: "retention in hours", env: map[string]string{"RETENTION_DAYS": "720h"}, wantErr: "RETENTION_DAYS"},
 		{name: "stats retention zero", env: map[string]string{"STATS_RETENTION_DAYS": "0"}, wantErr: "STATS_RETENTION_DAYS"},
+		{name: "default keys", env: nil, check: func(t *testing.T, c Config) {
+			if c.KeyJMESPath != nil || c.PayloadJMESPath != nil {
+				t.Fatalf("key %v, payload %v", c.KeyJMESPath, c.PayloadJMESPath)
+			}
+		}},
+		{name: "key expressions", env: map[string]string{"KEY_JMESPATH": "[tenant_id, input.order_id]", "PAYLOAD_JMESPATH": " input.order_id "},
+			check: func(t *testing.T, c Config) {
+				if c.KeyJMESPath.String() != "[tenant_id, input.order_id]" || c.PayloadJMESPath.String() != "input.order_id" {
+					t.Fatalf("key %v, payload %v", c.KeyJMESPath, c.PayloadJMESPath)
+				}
+			}},
+		{name: "bad key expression", env: map[string]string{"KEY_JMESPATH": "input.["}, wantErr: "KEY_JMESPATH: keys: not a JMESPath expression"},
+		{name: "unknown function in the payload expression", env: map[string]string{"PAYLOAD_JMESPATH": "md5(input)"},
+			wantErr: "PAYLOAD_JMESPATH: keys: not a JMESPath expression"},
+		{name: "wait and cache off by default", env: nil, check: func(t *testing.T, c Config) {
+			if c.WaitInFlight != 0 || c.LocalCacheSize != 0 || c.LocalCacheTTL != DefaultLocalCacheTTLSeconds*time.Second {
+				t.Fatalf("wait %s, cache %d for %s", c.WaitInFlight, c.LocalCacheSize, c.LocalCacheTTL)
+			}
+		}},
+		{name: "wait and cache set", env: map[string]string{"WAIT_IN_FLIGHT_SECONDS": "20", "LOCAL_CACHE_SIZE": "1000", "LOCAL_CACHE_TTL_SECONDS": "300"},
+			check: func(t *testing.T, c Config) {
+				if c.WaitInFlight != 20*time.Second || c.LocalCacheSize != 1000 || c.LocalCacheTTL != 300*time.Second {
+					t.Fatalf("wait %s, cache %d for %s", c.WaitInFlight, c.LocalCacheSize, c.LocalCacheTTL)
+				}
+			}},
+		{name: "negative wait", env: map[string]string{"WAIT_IN_FLIGHT_SECONDS": "-1"}, wantErr: "WAIT_IN_FLIGHT_SECONDS"},
+		{name: "cache size not a number", env: map[string]string{"LOCAL_CACHE_SIZE": "1k"}, wantErr: "LOCAL_CACHE_SIZE"},
+		{name: "cache ttl past the fast layer's bound", env: map[string]string{"LOCAL_CACHE_TTL_SECONDS": "301"}, wantErr: "LOCAL_CACHE_TTL_SECONDS"},
+		{name: "cache ttl zero", env: map[string]string{"LOCAL_CACHE_TTL_SECONDS": "0"}, wantErr: "LOCAL_CACHE_TTL_SECONDS"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,185 @@
+package keys
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	jmespath "github.com/jmespath-community/go-jmespath"
+	"github.com/jmespath-community/go-jmespath/pkg/functions"
+	"github.com/jmespath-community/go-jmespath/pkg/parsing"
+)
+
+// Key selection by JMESPath (Powertools' event_key_jmespath and
+// payload_validation_jmespath; the library choice is in docs/design.md §16).
+
+var (
+	// ErrBadExpression: the text is not a JMESPath expression.
+	ErrBadExpression = errors.New("keys: not a JMESPath expression")
+	// ErrNothingSelected: the expression selected nothing in the document
+	// (see JMESPath.Select); the message names the expression.
+	ErrNothingSelected = errors.New("keys: the expression selects nothing")
+)
+
+// JMESPath is a compiled expression; safe for concurrent use.
+type JMESPath struct {
+	src  string
+	prog jmespath.JMESPath
+}
+
+// CompileJMESPath compiles expr once, at start (an error wraps
+// ErrBadExpression).
+func CompileJMESPath(expr string) (*JMESPath, error) {
+	src := strings.TrimSpace(expr)
+	if src == "" {
+		return nil, fmt.Errorf("%w: empty", ErrBadExpression)
+	}
+	ast, err := parsing.NewParser().Parse(src)
+	if err == nil {
+		err = checkCalls(ast)
+	}
+	var prog jmespath.JMESPath
+	if err == nil {
+		prog, err = jmespath.Compile(src)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrBadExpression, src, err)
+	}
+	return &JMESPath{src: src, prog: prog}, nil
+}
+
+// builtins are the functions an expression may call, by name.
+var builtins = func() map[string][]functions.ArgSpec {
+	m := map[string][]functions.ArgSpec{}
+	for _, f := range functions.GetDefaultFunctions() {
+		m[f.Name] = f.Arguments
+	}
+	return m
+}()
+
+// checkCalls finds an unknown function or a wrong number of arguments at
+// compile time: the library finds them only when a document is searched,
+// and the template must refuse the expression at start, not per event.
+func checkCalls(n parsing.ASTNode) error {
+	if n.NodeType == parsing.ASTFunctionExpression {
+		name, _ := n.Value.(string)
+		spec, ok := builtins[name]
+		if !ok {
+			return fmt.Errorf("unknown function %s()", name)
+		}
+		lo, hi := 0, len(spec)
+		for _, a := range spec {
+			if !a.Optional { // a variadic argument is given at least once
+				lo++
+			}
+			if a.Variadic {
+				hi = -1
+			}
+		}
+		if got := len(n.Children); got < lo || (hi >= 0 && got > hi) {
+			return fmt.Errorf("%s() takes %s arguments, got %d", name, arity(lo, hi), got)
+		}
+	}
+	for _, c := range n.Children {
+		if err := checkCalls(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func arity(lo, hi int) string {
+	switch {
+	case hi < 0:
+		return fmt.Sprintf("at least %d", lo)
+	case lo == hi:
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d to %d", lo, hi)
+}
+
+// String is the expression as compiled.
+func (j *JMESPath) String() string { return j.src }
+
+// Select evaluates the expression over a decoded JSON document (DecodeJSON).
+// Nothing selected is ErrNothingSelected: a null result, an empty array or
+// object, or a multi-select with a null member ([tenant_id, input.order_id]
+// where one is absent) — a key that silently ignored a missing field would
+// merge unrelated events.
+func (j *JMESPath) Select(doc any) (v any, err error) {
+	defer func() { // the library is third-party: a panic on odd input is an error, never a crash
+		if p := recover(); p != nil {
+			v, err = nil, fmt.Errorf("keys: %q: evaluation failed: %v", j.src, p)
+		}
+	}()
+	v, err = j.prog.Search(doc)
+	if err != nil {
+		return nil, fmt.Errorf("keys: %q: %w", j.src, err)
+	}
+	if selectsNothing(v) {
+		return nil, fmt.Errorf("%w: %q", ErrNothingSelected, j.src)
+	}
+	return v, nil
+}
+
+func selectsNothing(v any) bool {
+	switch c := v.(type) {
+	case nil:
+		return true
+	case []any:
+		for _, e := range c {
+			if e == nil {
+				return true
+			}
+		}
+		return len(c) == 0
+	case map[string]any:
+		for _, e := range c {
+			if e == nil {
+				return true
+			}
+		}
+		return len(c) == 0
+	}
+	return false
+}
+
+// Hash is hex(sha256(JCS({"jmespath": <expression>, "value": <selection>})))
+// over a decoded document: 64 lowercase hex, K (KEY_JMESPATH) or a payload
+// hash (PAYLOAD_JMESPATH). The expression is part of the hashed document, as
+// the paths are in FromPaths: another expression is another key space.
+func (j *JMESPath) Hash(doc any) (string, error) {
+	v, err := j.Select(doc)
+	if err != nil {
+		return "", err
+	}
+	return hashValue(map[string]any{"jmespath": j.src, "value": v})
+}
+
+// DecodeJSON decodes a JSON document for Select and Hash; numbers become
+// float64, as JMESPath compares them and as JCS writes them.
+func DecodeJSON(doc []byte) (any, error) {
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return nil, fmt.Errorf("keys: %w", err)
+	}
+	return v, nil
+}
+
+// FromJMESPath derives K from a JSON document with a JMESPath expression:
+// Powertools' event_key_jmespath, canonical JSON and SHA-256 (see Hash). A
+// bad expression is ErrBadExpression, a selection of nothing
+// ErrNothingSelected. Compile once with CompileJMESPath where one expression
+// serves many documents.
+func FromJMESPath(doc []byte, expr string) (string, error) {
+	j, err := CompileJMESPath(expr)
+	if err != nil {
+		return "", err
+	}
+	v, err := DecodeJSON(doc)
+	if err != nil {
+		return "", err
+	}
+	return j.Hash(v)
+}

@@ -1,0 +1,138 @@
+package keys
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The golden keys were computed apart from this package (Python's
+// json.dumps(sort_keys=True, separators=(",", ":")) of {"jmespath", "value"},
+// then sha256).
+func TestFromJMESPathGolden(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "jmespath.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Document json.RawMessage
+		Cases    []struct{ Expression, Key string }
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range g.Cases {
+		t.Run(c.Expression, func(t *testing.T) {
+			k, err := FromJMESPath(g.Document, c.Expression)
+			if err != nil || k != c.Key {
+				t.Fatalf("got %s, %v; want %s", k, err, c.Key)
+			}
+		})
+	}
+}
+
+func TestFromJMESPath(t *testing.T) {
+	base := `{"tenant_id":"t","input":{"order_id":"o-1","doc":"a"}}`
+	k0, err := FromJMESPath([]byte(base), "input.order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, doc, expr string
+		same            bool
+	}{
+		{"other content, same order", `{"tenant_id":"t","input":{"doc":"b","order_id":"o-1"}}`, "input.order_id", true},
+		{"whitespace around the expression", base, "  input.order_id\n", true},
+		{"other order", `{"tenant_id":"t","input":{"order_id":"o-2","doc":"a"}}`, "input.order_id", false},
+		{"same value, a number", `{"input":{"order_id":1}}`, "input.order_id", false},
+		{"another expression", base, "input.order_id || tenant_id", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := FromJMESPath([]byte(c.doc), c.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (k == k0) != c.same {
+				t.Fatalf("same key %v, want %v", k == k0, c.same)
+			}
+		})
+	}
+}
+
+func TestFromJMESPathRefuses(t *testing.T) {
+	doc := `{"tenant_id":"t","input":{"order_id":"o-1","none":null,"empty":[],"obj":{}}}`
+	for _, c := range []struct {
+		name, doc, expr string
+		want            error
+	}{
+		{"absent", doc, "input.missing", ErrNothingSelected},
+		{"null", doc, "input.none", ErrNothingSelected},
+		{"empty array", doc, "input.empty", ErrNothingSelected},
+		{"empty object", doc, "input.obj", ErrNothingSelected},
+		{"one of a list absent", doc, "[tenant_id, input.missing]", ErrNothingSelected},
+		{"one of a hash absent", doc, "{t: tenant_id, o: input.missing}", ErrNothingSelected},
+		{"filter matching nothing", `{"a":[{"x":1}]}`, "a[?x == `2`]", ErrNothingSelected},
+		{"syntax error", doc, "input.[", ErrBadExpression},
+		{"unknown function", doc, "nope(input)", ErrBadExpression},
+		{"empty expression", doc, "  ", ErrBadExpression},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := FromJMESPath([]byte(c.doc), c.expr)
+			if !errors.Is(err, c.want) || k != "" {
+				t.Fatalf("got %q, %v; want %v", k, err, c.want)
+			}
+		})
+	}
+	if _, err := FromJMESPath([]byte(`{"a":`), "a"); err == nil {
+		t.Fatal("a document that is not JSON was accepted")
+	}
+	// An evaluation error (a function given the wrong type) is an error,
+	// never a panic nor a key.
+	if k, err := FromJMESPath([]byte(`{"a":"x"}`), "abs(a)"); err == nil || k != "" {
+		t.Fatalf("abs of a string: %q, %v", k, err)
+	}
+}
+
+func FuzzJMESPathSelect(f *testing.F) {
+	f.Add(`{"a":{"b":[1,2]}}`, "a.b[0]")
+	f.Add(`{"a":1}`, "@(foo)") // panicked in jmespath/go-jmespath v0.4.0
+	f.Fuzz(func(t *testing.T, doc, expr string) {
+		j, err := CompileJMESPath(expr)
+		if err != nil {
+			return
+		}
+		v, err := DecodeJSON([]byte(doc))
+		if err != nil {
+			return
+		}
+		if k, err := j.Hash(v); err == nil && !hex64.MatchString(k) {
+			t.Fatalf("key %q", k)
+		}
+	})
+}
+
+func TestCompileJMESPathChecksCalls(t *testing.T) {
+	for _, c := range []struct {
+		expr string
+		ok   bool
+	}{
+		{"length(input.lines)", true},
+		{"join(',', input.lines[*].sku)", true},
+		{"not_null(a, b, c)", true}, // variadic
+		{"sort_by(input.lines, &sku)[0].sku", true},
+		{"length(a, b)", false},
+		{"join(',')", false},
+		{"not_null()", false},
+		{"a.nope(b)", false},
+		{"[a, nope(b)]", false},
+	} {
+		t.Run(c.expr, func(t *testing.T) {
+			_, err := CompileJMESPath(c.expr)
+			if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrBadExpression)) {
+				t.Fatalf("%v, want ok %v", err, c.ok)
+			}
+		})
+	}
+}
