@@ -1,6 +1,9 @@
 package mysqlstore
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // PurgeStatement is one statement of the purge with arguments to explain it
 // with, and the index each table it reads must be read by.
@@ -37,3 +40,33 @@ func PurgeStatements(ids []any, keys []any) []PurgeStatement {
 		{"stats", purgeStatsSQL, []any{age, 50}, map[string]string{"idempotency_stats": "PRIMARY"}},
 	}
 }
+
+// MigrateTo applies the pending migrations up to version last.
+func (s *Store) MigrateTo(ctx context.Context, last string) ([]string, error) { return s.migrateTo(ctx, last) }
+
+// Migration is one embedded migration's version and statements, as Migrate
+// runs them (default table names).
+type Migration struct {
+	Version    string
+	Statements []string
+}
+
+// Migrations lists the embedded migrations.
+func Migrations() ([]Migration, error) {
+	ms, err := migrationFiles()
+	var out []Migration
+	for _, m := range ms {
+		mm := Migration{Version: m.version}
+		for _, st := range m.steps {
+			mm.Statements = append(mm.Statements, st.sql)
+		}
+		out = append(out, mm)
+	}
+	return out, err
+}
+
+// Classify is classify's verdict on one statement.
+func Classify(sql string) error { _, err := classify(sql); return err }
+
+// SQL rewrites a statement with the store's table names.
+func (s *Store) SQL(q string) string { return s.db.sql(q) }

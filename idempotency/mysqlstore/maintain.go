@@ -66,7 +66,7 @@ func collect(rows *sql.Rows) ([]driver.Record, error) {
 // there is no record (a dead letter of a delivery that never reached the
 // store); a refused reset writes nothing.
 func (s *Store) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *txn) error {
 		rec, now, err := readNow(ctx, tx, lockedSQL, key)
 		if err != nil && !errors.Is(err, driver.ErrNotFound) {
 			return err
@@ -89,7 +89,7 @@ func (s *Store) Reset(ctx context.Context, key string, rp driver.Replay) (prior,
 	return prior, after, err
 }
 
-func resetWrite(ctx context.Context, tx *sql.Tx, rec driver.Record, kind driver.ResetKind) error {
+func resetWrite(ctx context.Context, tx *txn, rec driver.Record, kind driver.ResetKind) error {
 	var err error
 	switch kind {
 	case driver.ResetFinish:

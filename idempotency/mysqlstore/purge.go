@@ -164,7 +164,7 @@ func (s *Store) purgeCandidates(ctx context.Context, age int64, limit int) ([]an
 // another purge; it changed nothing then, and runs again.
 func (s *Store) purgeRecords(ctx context.Context, candidates []any, age int64, dryRun bool, rep *driver.PurgeReport) (moved bool, err error) {
 	var n driver.PurgeReport
-	err = s.txRetry(ctx, func(tx *sql.Tx) error {
+	err = s.txRetry(ctx, func(tx *txn) error {
 		n = driver.PurgeReport{}
 		parents := map[string]uint64{}
 		rows, err := tx.QueryContext(ctx, fmt.Sprintf(purgeLockSQL, marks(len(candidates))),
@@ -220,7 +220,7 @@ func (s *Store) purgeRecords(ctx context.Context, candidates []any, age int64, d
 
 // purgeSteps returns the ids of the steps of parents, and takes out of
 // parents those with a step younger than the retention.
-func purgeSteps(ctx context.Context, tx *sql.Tx, parents map[string]uint64, age int64) ([]any, error) {
+func purgeSteps(ctx context.Context, tx *txn, parents map[string]uint64, age int64) ([]any, error) {
 	keys := make([]any, 0, len(parents))
 	for k := range parents {
 		keys = append(keys, k)
@@ -336,9 +336,9 @@ func scanRows(rows *sql.Rows, scan func() error) error {
 }
 
 // txRetry runs fn in a transaction, again when InnoDB aborted it.
-func (s *Store) txRetry(ctx context.Context, fn func(*sql.Tx) error) error {
+func (s *Store) txRetry(ctx context.Context, fn func(*txn) error) error {
 	return retryWhile(ctx, 10*time.Millisecond, func(err error) bool { return errors.Is(err, errTxAborted) },
-		func() error { return s.inTx(ctx, func(tx *sql.Tx) error { return mapErr(fn(tx)) }) })
+		func() error { return s.inTx(ctx, func(tx *txn) error { return mapErr(fn(tx)) }) })
 }
 
 // marks is n comma-separated placeholders.

@@ -22,16 +22,22 @@ import (
 // claim logic tests a sentinel of its own rather than a driver number.
 var ErrDuplicateKey = errors.New("mysqlstore: duplicate key")
 
-// Options size the connection pool. FC runs up to instanceConcurrency
+// Options size the connection pool (Open only: a pool given to New is
+// the caller's) and name the tables. FC runs up to instanceConcurrency
 // invocations per instance, each holding at most one connection at a time.
 type Options struct {
 	MaxOpenConns int           // default 16
 	ConnMaxIdle  time.Duration // default 5 min: FC freezes idle instances, RDS closes idle links
+	// Tables names the tables (zero: DefaultTables); Migrate creates them
+	// under these names.
+	Tables Tables
 }
 
 // Store implements driver.Store on MySQL.
 type Store struct {
-	db *sql.DB
+	db       pool
+	tables   Tables
+	borrowed bool // the pool is the caller's (New): Close leaves it open
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -42,6 +48,10 @@ var _ driver.Store = (*Store)(nil)
 // that matched its row counts as affected even when no value changed; and
 // interpolateParams for speed.
 func Open(dsn string, o Options) (*Store, error) {
+	tables, err := o.Tables.resolve()
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		// The driver's message can quote the DSN; never echo the password.
@@ -80,14 +90,22 @@ func Open(dsn string, o Options) (*Store, error) {
 	db.SetMaxOpenConns(o.MaxOpenConns)
 	db.SetMaxIdleConns(o.MaxOpenConns)
 	db.SetConnMaxIdleTime(o.ConnMaxIdle)
-	return &Store{db: db}, nil
+	return &Store{db: pool{db: db, r: tables.replacer()}, tables: tables}, nil
 }
 
 // DB exposes the pool (operators' tools, tests).
-func (s *Store) DB() *sql.DB { return s.db }
+func (s *Store) DB() *sql.DB { return s.db.db }
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
+// Tables are the names the store uses.
+func (s *Store) Tables() Tables { return s.tables }
+
+// Close closes the pool Open opened (not one given to New).
+func (s *Store) Close() error {
+	if s.borrowed {
+		return nil
+	}
+	return s.db.Close()
+}
 
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error { return mapErr(s.db.PingContext(ctx)) }
@@ -208,7 +226,7 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 			return res, err
 		}
 		var res driver.ClaimResult
-		err = s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		err = s.inTx(ctx, func(tx *txn) (err error) {
 			res, err = takeover(ctx, tx, req)
 			return err
 		})
@@ -240,7 +258,7 @@ func answer(d driver.Decision, act driver.Action, rec driver.Record, now time.Ti
 
 // takeover decides on the locked row with the shared state machine and writes
 // the result back; the database clock is the one the decision used.
-func takeover(ctx context.Context, tx *sql.Tx, req driver.ClaimRequest) (driver.ClaimResult, error) {
+func takeover(ctx context.Context, tx *txn, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	rec, now, err := readNow(ctx, tx, lockedSQL, req.Key)
 	if err != nil {
 		return driver.ClaimResult{}, err
@@ -264,7 +282,7 @@ func takeover(ctx context.Context, tx *sql.Tx, req driver.ClaimRequest) (driver.
 
 // inTx runs fn in a transaction: committed when fn succeeds, else rolled
 // back with fn's error.
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (s *Store) inTx(ctx context.Context, fn func(*txn) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return mapErr(err)
