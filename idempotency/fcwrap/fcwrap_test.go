@@ -1,0 +1,196 @@
+package fcwrap_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aliyun/fc-runtime-go-sdk/fccontext"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/fcwrap"
+	"github.com/idemgate/idemgate/idempotency/keys"
+)
+
+func engine(t *testing.T) *idempotency.Engine {
+	t.Helper()
+	s, err := boltstore.Open(t.TempDir(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return idempotency.New(s, idempotency.WithLease(time.Minute))
+}
+
+func fc(requestID string, try int) context.Context {
+	return fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: requestID, RetryCount: try})
+}
+
+func orderKey(t *testing.T) fcwrap.Key[Order] {
+	k, err := fcwrap.JMESPath[Order]("[tenant_id, order_id]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// counting is a handler that counts its runs and answers with err when set.
+func counting(runs *atomic.Int32, err error) func(context.Context, Order) (Receipt, error) {
+	return func(_ context.Context, o Order) (Receipt, error) {
+		n := runs.Add(1)
+		if err != nil {
+			return Receipt{}, err
+		}
+		return Receipt{ID: o.OrderID, Charged: o.Amount * int(n)}, nil
+	}
+}
+
+func TestWrapRepeatsAnswerTheStoredResult(t *testing.T) {
+	var runs atomic.Int32
+	h := fcwrap.Wrap(engine(t), orderKey(t), counting(&runs, nil))
+	o := Order{TenantID: "t", OrderID: "o-1", Amount: 3}
+	a, err1 := h(fc("r1", 0), o)
+	b, err2 := h(fc("r2", 0), o)
+	if err1 != nil || err2 != nil || a != b || a.Charged != 3 || runs.Load() != 1 {
+		t.Fatalf("%+v %v / %+v %v, runs %d", a, err1, b, err2, runs.Load())
+	}
+	// Another order is another key; the same order with another body a
+	// reused key: payload_mismatch, FINAL, not run.
+	if _, err := h(fc("r3", 0), Order{TenantID: "t", OrderID: "o-2", Amount: 3}); err != nil || runs.Load() != 2 {
+		t.Fatalf("another order: %v, runs %d", err, runs.Load())
+	}
+	_, err := h(fc("r4", 0), Order{TenantID: "t", OrderID: "o-1", Amount: 4})
+	var ie *idempotency.Error
+	if !errors.Is(err, idempotency.ErrPayloadMismatch) || !errors.As(err, &ie) || ie.Retryable() || runs.Load() != 2 {
+		t.Fatalf("reused key: %v, runs %d", err, runs.Load())
+	}
+}
+
+func TestWrapPayloadJMESPath(t *testing.T) {
+	var runs atomic.Int32
+	payload, err := fcwrap.WithPayloadJMESPath[Order, Receipt]("order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := fcwrap.Wrap(engine(t), orderKey(t), counting(&runs, nil), payload)
+	a, _ := h(fc("r1", 0), Order{TenantID: "t", OrderID: "o-1", Amount: 3})
+	b, err := h(fc("r2", 0), Order{TenantID: "t", OrderID: "o-1", Amount: 9})
+	if err != nil || a != b || runs.Load() != 1 {
+		t.Fatalf("%+v / %+v %v, runs %d", a, b, err, runs.Load())
+	}
+	if _, err := fcwrap.WithPayloadJMESPath[Order, Receipt]("order_id["); !errors.Is(err, keys.ErrBadExpression) {
+		t.Fatalf("bad payload expression: %v", err)
+	}
+}
+
+// Owner and try come from FC's context: FC retrying its own request (a
+// later try) takes a live lease over at once; another request is in
+// progress.
+func TestWrapOwnerAndTryFromTheFCContext(t *testing.T) {
+	eng := engine(t)
+	release, running := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	h := fcwrap.Wrap(eng, orderKey(t), func(_ context.Context, o Order) (Receipt, error) {
+		if runs.Add(1) == 1 {
+			close(running)
+			<-release // the first try hangs, as one whose instance died
+		}
+		return Receipt{ID: o.OrderID}, nil
+	})
+	o := Order{TenantID: "t", OrderID: "o-1"}
+	done := make(chan error, 1)
+	go func() { _, err := h(fc("r1", 0), o); done <- err }()
+	<-running
+	if _, err := h(fc("r2", 0), o); !errors.Is(err, idempotency.ErrInProgress) {
+		t.Fatalf("another request: %v", err)
+	}
+	if _, err := h(fc("r1", 0), o); !errors.Is(err, idempotency.ErrInProgress) {
+		t.Fatalf("a copy of the same try: %v", err)
+	}
+	if r, err := h(fc("r1", 1), o); err != nil || r.ID != "o-1" || runs.Load() != 2 {
+		t.Fatalf("FC's retry: %+v %v, runs %d", r, err, runs.Load())
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Fatalf("the stale try: %v", err)
+	}
+}
+
+func TestWrapClassifiesErrors(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		err       error
+		runsAfter int32 // after a second delivery
+		code      string
+		retryable bool
+	}{
+		{"final: recorded, answered again without running", idempotency.Final("card_declined", errors.New("declined")), 1, "card_declined", false},
+		{"retryable: runs again", idempotency.Retryable("gateway_timeout", errors.New("timeout")), 2, "gateway_timeout", true},
+		{"unknown: runs again within the budget", errors.New("boom"), 2, "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var runs atomic.Int32
+			h := fcwrap.Wrap(engine(t), orderKey(t), counting(&runs, c.err))
+			o := Order{TenantID: "t", OrderID: "o-1"}
+			_, err1 := h(fc("r1", 0), o)
+			_, err2 := h(fc("r1", 1), o)
+			var ie *idempotency.Error
+			if !errors.As(err2, &ie) || ie.Retryable() != c.retryable || (c.code != "" && ie.Code != c.code) || runs.Load() != c.runsAfter {
+				t.Fatalf("%v / %v, runs %d", err1, err2, runs.Load())
+			}
+		})
+	}
+}
+
+func TestWrapRefusesWhatHasNoKey(t *testing.T) {
+	var runs atomic.Int32
+	h := fcwrap.Wrap(engine(t), orderKey(t), counting(&runs, nil))
+	_, err := h(fc("r1", 0), Order{TenantID: "t"}) // no order_id: [tenant_id, order_id] selects ""… not nothing
+	if err != nil {
+		t.Fatalf("an empty string is a value: %v", err)
+	}
+	raw, err := fcwrap.JMESPath[json.RawMessage]("detail.order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr := fcwrap.Wrap(engine(t), raw, func(context.Context, json.RawMessage) (string, error) { runs.Add(1); return "ran", nil })
+	_, err = hr(fc("r2", 0), json.RawMessage(`{"detail":{}}`))
+	var ie *idempotency.Error
+	if !errors.As(err, &ie) || ie.Code != "invalid_request" || ie.Retryable() || !errors.Is(err, keys.ErrNothingSelected) || runs.Load() != 1 {
+		t.Fatalf("selects nothing: %v, runs %d", err, runs.Load())
+	}
+	if _, err := fcwrap.JMESPath[Order]("nope(order_id)"); !errors.Is(err, keys.ErrBadExpression) {
+		t.Fatalf("bad expression: %v", err)
+	}
+	empty := fcwrap.Wrap(engine(t), func(Order) (string, error) { return "", nil }, counting(&runs, nil))
+	if _, err := empty(fc("r3", 0), Order{}); !errors.As(err, &ie) || ie.Code != "invalid_request" || runs.Load() != 1 {
+		t.Fatalf("empty key: %v", err)
+	}
+}
+
+func TestWrapResponseHook(t *testing.T) {
+	var runs, hooks atomic.Int32
+	hookErr := errors.New("hook refused")
+	h := fcwrap.Wrap(engine(t), orderKey(t), counting(&runs, nil),
+		fcwrap.WithResponseHook[Order](func(_ context.Context, r Receipt, out idempotency.Outcome) (Receipt, error) {
+			if hooks.Add(1) == 2 {
+				return r, hookErr
+			}
+			if !out.Duplicate {
+				t.Errorf("hook on a fresh answer: %+v", out)
+			}
+			r.ID = "replayed"
+			return r, nil
+		}))
+	o := Order{TenantID: "t", OrderID: "o-1", Amount: 1}
+	first, _ := h(fc("r1", 0), o)
+	second, err2 := h(fc("r2", 0), o)
+	_, err3 := h(fc("r3", 0), o)
+	if first.ID != "o-1" || second.ID != "replayed" || err2 != nil || !errors.Is(err3, hookErr) || hooks.Load() != 2 || runs.Load() != 1 {
+		t.Fatalf("%+v / %+v %v / %v, hooks %d", first, second, err2, err3, hooks.Load())
+	}
+}
