@@ -156,3 +156,9 @@ func TestClaimsThatWriteNothingCommitNothing(t *testing.T) {
 		})
 	}
 }
+
+func TestForgetEmbedded(t *testing.T) {
+	s := open(t, t.TempDir())
+	t.Run("Store", func(t *testing.T) { idemtest.RunForget(t, idemtest.StoreOnly(s)) })
+	t.Run("Redis", func(t *testing.T) { idemtest.RunForget(t, redistest.Harness(t, s)) })
+}

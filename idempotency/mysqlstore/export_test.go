@@ -42,7 +42,9 @@ func PurgeStatements(ids []any, keys []any) []PurgeStatement {
 }
 
 // MigrateTo applies the pending migrations up to version last.
-func (s *Store) MigrateTo(ctx context.Context, last string) ([]string, error) { return s.migrateTo(ctx, last) }
+func (s *Store) MigrateTo(ctx context.Context, last string) ([]string, error) {
+	return s.migrateTo(ctx, last)
+}
 
 // Migration is one embedded migration's version and statements, as Migrate
 // runs them (default table names).

@@ -132,3 +132,9 @@ func TestAMismatchWithAnUnhashedRecordStaysAMismatchThroughRedis(t *testing.T) {
 		}
 	}
 }
+
+func TestForgetMySQL(t *testing.T) {
+	s := testenv.FreshMySQLStore(t)
+	t.Run("Store", func(t *testing.T) { idemtest.RunForget(t, idemtest.StoreOnly(s)) })
+	t.Run("Redis", func(t *testing.T) { idemtest.RunForget(t, redistest.Harness(t, s)) })
+}

@@ -35,6 +35,9 @@ var commands = []command{
 	{"inspect", "--key K", "print the record of K, its steps, replays, objects and when its dedup window ends (no secrets)",
 		join(envStore, envResults, envRetention), setupInspect},
 	{"replay", "--key K | --dlq FILE, --reason R --operator O", "re-drive a task with its original key (audited)", envPipeline, setupReplay},
+	{"forget", "--key K --reason R --operator O",
+		"evict K (its result, steps, Redis entry and objects; audited): its next delivery runs again; refused under a live lease",
+		join(envStore, envFast, envResults), setupForget},
 	{"sweep", "[--limit N] [--budget D] [--grace D] [--progress D]", "re-drive stuck tasks once (what the timer trigger runs)", envPipeline, setupSweep},
 	{"stats", "[--since D] [--json]", "decisions and the duplicate rate per minute", envStore, setupStats},
 	{"purge", "[--older-than D] [--limit N] [--budget D] [--progress D] [--dry-run]",
@@ -211,6 +214,26 @@ func setupReplay(flags *flag.FlagSet) action {
 					return outcomeExit(true, o.ErrorType)
 				}
 			}
+			return ExitOK
+		})
+	}
+}
+
+func setupForget(flags *flag.FlagSet) action {
+	key := flags.String("key", "", "business key K to evict")
+	reason := flags.String("reason", "", "why (required, audited)")
+	operator := flags.String("operator", "", "who (required, audited)")
+	return func(ctx context.Context, r *run) int {
+		if *key == "" || *reason == "" || *operator == "" {
+			return r.badUsage("give --key K, --reason R and --operator O (the last two are audited)")
+		}
+		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			rep, err := a.Pipeline.Forget(ctx, *key, handler.ReplayRequest{Reason: *reason, Operator: *operator}, handler.Meta{})
+			if err != nil {
+				return r.fail(err, a.Redactor.Redact)
+			}
+			out, _ := json.MarshalIndent(rep, "", "  ")
+			fmt.Fprintln(r.stdout, string(out))
 			return ExitOK
 		})
 	}

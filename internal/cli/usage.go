@@ -85,7 +85,7 @@ const exitCodes = `exit codes:
   0  success
   1  task failed: the outcome is a failure (its errorType says why), or the operation failed
   2  bad usage: unknown command, bad flag or argument, unreadable event file, bad configuration
-  3  not found: no record for the key (inspect, replay --key)
+  3  not found: no record for the key (inspect, replay --key, forget)
   4  store unavailable: the durable store does not answer or is not migrated (run main migrate); nothing ran, retry later
 `
 

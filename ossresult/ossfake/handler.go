@@ -81,13 +81,19 @@ func (s *Server) serveObject(w http.ResponseWriter, r *http.Request, bucket, key
 	case bucket != s.cfg.Bucket:
 		return &apiError{Status: 404, Code: "NoSuchBucket", Message: "The specified bucket does not exist."}
 	case key == "" || r.URL.RawQuery != "":
-		return &apiError{Status: 501, Code: "NotImplemented", Message: "the fake serves only plain object PUT, GET and HEAD"}
+		return &apiError{Status: 501, Code: "NotImplemented", Message: "the fake serves only plain object PUT, GET, HEAD and DELETE"}
 	}
 	switch r.Method {
 	case http.MethodPut:
 		return s.put(w, r, key)
 	case http.MethodGet, http.MethodHead:
 		return s.get(w, r, key)
+	case http.MethodDelete: // as OSS: 204 whether or not it existed
+		s.mu.Lock()
+		delete(s.objects, key)
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
 	return &apiError{Status: 405, Code: "MethodNotAllowed", Message: "The specified method is not allowed against this resource."}
 }
