@@ -31,6 +31,9 @@ func succeeded(t *testing.T, rg *rig, content string) (handler.Outcome, string) 
 	if o.Status != "SUCCEEDED" {
 		t.Fatalf("%+v", o)
 	}
+	if err := rg.p.Engine.Flush(context.Background()); err != nil { // the batched finish mark: a finish still held is refused
+		t.Fatal(err)
+	}
 	in, _ := ossresult.InputKey(o.IdempotencyKey)
 	return o, filepath.Join(rg.dir, "results", in)
 }
@@ -60,9 +63,10 @@ func TestForgetRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		store func(*ossresult.Local) handler.ResultStore
+		says  string
 	}{
-		{"deletes refused", func(l *ossresult.Local) handler.ResultStore { return failingDelete{l} }},
-		{"a store that cannot delete", func(l *ossresult.Local) handler.ResultStore { return noDelete{l} }},
+		{"deletes refused", func(l *ossresult.Local) handler.ResultStore { return failingDelete{l} }, "AccessDenied"},
+		{"a store that cannot delete", func(l *ossresult.Local) handler.ResultStore { return noDelete{l} }, "cannot delete"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rg := newRig(t, &model{})
@@ -70,8 +74,8 @@ func TestForgetRefusals(t *testing.T) {
 			before, _ := rg.p.Engine.Get(ctx, o.IdempotencyKey)
 			local, _ := ossresult.NewLocal(filepath.Join(rg.dir, "results"))
 			rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) { return c.store(local), nil }
-			if _, err := rg.p.Forget(ctx, o.IdempotencyKey, forgetWhy, handler.Meta{}); err == nil {
-				t.Fatal("forgotten")
+			if _, err := rg.p.Forget(ctx, o.IdempotencyKey, forgetWhy, handler.Meta{}); err == nil || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("forget: %v, want an error saying %s", err, c.says)
 			}
 			after, _ := rg.p.Engine.Get(ctx, o.IdempotencyKey)
 			rps, _ := rg.store.Replays(ctx, o.IdempotencyKey)
