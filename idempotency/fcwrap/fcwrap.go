@@ -12,7 +12,6 @@ package fcwrap
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/aliyun/fc-runtime-go-sdk/fccontext"
@@ -134,14 +133,18 @@ func Wrap[E, R any](eng *idempotency.Engine, key Key[E], h func(context.Context,
 	}
 }
 
+// maxKey is the longest key every store keeps (MySQL's request_id).
+const maxKey = 64
+
 // claim builds the claim of one invocation.
 func claim[E any](ctx context.Context, e E, key Key[E], payload func(E) (string, error)) (idempotency.ClaimRequest, error) {
 	k, err := key(e)
 	if err != nil {
 		return idempotency.ClaimRequest{}, err
 	}
-	if k == "" {
-		return idempotency.ClaimRequest{}, idempotency.Final("invalid_request", errors.New("fcwrap: the key is empty"))
+	if k == "" || len(k) > maxKey {
+		return idempotency.ClaimRequest{}, idempotency.Final("invalid_request",
+			fmt.Errorf("fcwrap: a key is 1 to %d bytes (a keys helper's 64 hex), got %d", maxKey, len(k)))
 	}
 	ph, err := payload(e)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -166,9 +167,11 @@ func TestWrapRefusesWhatHasNoKey(t *testing.T) {
 	if _, err := fcwrap.JMESPath[Order]("nope(order_id)"); !errors.Is(err, keys.ErrBadExpression) {
 		t.Fatalf("bad expression: %v", err)
 	}
-	empty := fcwrap.Wrap(engine(t), func(Order) (string, error) { return "", nil }, counting(&runs, nil))
-	if _, err := empty(fc("r3", 0), Order{}); !errors.As(err, &ie) || ie.Code != "invalid_request" || runs.Load() != 1 {
-		t.Fatalf("empty key: %v", err)
+	for _, k := range []string{"", strings.Repeat("k", 65)} {
+		bad := fcwrap.Wrap(engine(t), func(Order) (string, error) { return k, nil }, counting(&runs, nil))
+		if _, err := bad(fc("r3", 0), Order{}); !errors.As(err, &ie) || ie.Code != "invalid_request" || runs.Load() != 1 {
+			t.Fatalf("key of %d bytes: %v", len(k), err)
+		}
 	}
 }
 
