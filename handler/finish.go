@@ -81,7 +81,7 @@ const foreignObjectsCode = "foreign_objects"
 // a previous life of the key left it, and its notify setting must not
 // decide this life's (docs/design.md §8).
 func samePayload(in storedInput, d keys.Derived) error {
-	got, err := deriveKey(in.task(), in.KeyFingerprint)
+	got, err := in.derive(in.task())
 	if err == nil && driver.SamePayload(got.PayloadHash, d.PayloadHash, d.LegacyPayloadHash) {
 		return nil
 	}
@@ -90,6 +90,22 @@ func samePayload(in storedInput, d keys.Derived) error {
 	return idempotency.Final(foreignObjectsCode, fmt.Errorf("input.json of %s holds another payload than %s: a previous "+
 		"life of the key left it (the bucket keeps objects longer than the purge keeps tombstones: docs/operations.md)",
 		d.Key, d.PayloadHash))
+}
+
+// derive derives t's keys (t rebuilt from in) as they were derived when in
+// was saved: with the expressions it records (KEY_JMESPATH,
+// PAYLOAD_JMESPATH) over the data it records, whatever the deployment says
+// now.
+func (in storedInput) derive(t *event.Task) (keys.Derived, error) {
+	rules, err := storedRules(in)
+	if err != nil {
+		return keys.Derived{}, idempotency.Final("bad_input", fmt.Errorf("input.json: %w", err))
+	}
+	if in.Data != nil {
+		t.Data = in.Data
+	}
+	d, _, err := rules.derive(t, in.KeyFingerprint)
+	return d, err
 }
 
 // task is the task event in rebuilds (without its request id and event

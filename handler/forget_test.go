@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency"
@@ -124,4 +125,50 @@ func TestForgottenKeyStartsANewLife(t *testing.T) {
 	if err != nil || len(rps) != 1 || rps[0].Source != "forget" || rps[0].Operator != "ops" {
 		t.Fatalf("audit %+v %v", rps, err)
 	}
+}
+
+// A purged key's tombstone answers re-sends while its objects may live
+// (docs/design.md §6); forget deletes the objects, then the tombstone's
+// answer: the key's next delivery runs again and meets none of the old life.
+// The key still names the same action: another payload under it stays a
+// mismatch (forget re-runs an action, it does not hand its key to another).
+func TestForgetOfATombstone(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		ctx := context.Background()
+		rg := newRigOn(t, store, dir, &model{})
+		a := outcome(t, rg.p.Handle(ctx, taskBody("ev-a", orderData("document A"), ""), handler.Meta{RequestID: "ra"}))
+		purgeAged(t, rg, handler.Retention{Records: 300 * time.Millisecond, Tombstones: time.Hour})
+		tomb, err := store.Get(ctx, a.IdempotencyKey)
+		if err != nil || !tomb.Tombstone {
+			t.Fatalf("after the purge: %+v %v, want a tombstone", tomb, err)
+		}
+		rep, err := rg.p.Forget(ctx, a.IdempotencyKey, forgetWhy, handler.Meta{})
+		if err != nil || rep.PriorStatus != "SUCCEEDED" {
+			t.Fatalf("forget: %+v %v", rep, err)
+		}
+		again := outcome(t, rg.p.Handle(ctx, taskBody("ev-a2", orderData("document A"), ""), handler.Meta{RequestID: "ra2"}))
+		if again.Status != "SUCCEEDED" || again.Attempt != 1 || again.Decision == "REPEAT_DONE" || rg.m.calls.Load() != 2 {
+			t.Fatalf("after the forget: %+v, %d model calls", again, rg.m.calls.Load())
+		}
+		if rec, err := store.Get(ctx, a.IdempotencyKey); err != nil || rec.Tombstone || rec.Fence <= tomb.Fence {
+			t.Fatalf("the new life: %+v %v", rec, err)
+		}
+		approved, _ := ossresult.ApprovedKey(a.IdempotencyKey)
+		if _, _, err := mustLocal(t, dir).Get(ctx, approved); err != nil {
+			t.Fatalf("the new life's approved result: %v", err)
+		}
+		b := outcome(t, rg.p.Handle(ctx, taskBody("ev-b", orderData("document B"), ""), handler.Meta{RequestID: "rb"}))
+		if b.ErrorType != "payload_mismatch" || rg.m.calls.Load() != 2 {
+			t.Fatalf("another payload under the key: %+v", b)
+		}
+	})
+}
+
+func mustLocal(t *testing.T, dir string) *ossresult.Local {
+	t.Helper()
+	l, err := ossresult.NewLocal(filepath.Join(dir, "results"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -129,3 +129,23 @@ func TestKeyRulesRedriveFromTheStoredInput(t *testing.T) {
 		})
 	}
 }
+
+// A double submit under PAYLOAD_JMESPATH (same order, other content) that
+// takes over a dead delivery meets the first one's input.json: it is the same
+// payload under the expressions input.json records, not a previous life's.
+func TestKeyRulesTakeoverMeetsTheFirstInput(t *testing.T) {
+	rg := newRig(t, &model{})
+	rg.p.Keys = handler.KeyRules{Key: mustJMESPath(t, "input.order_id"), Payload: mustJMESPath(t, "input.order_id")}
+	die := true
+	rg.p.Fault = func(point string) {
+		if point == "after_output" && die {
+			die = false
+			panic("dies after its output")
+		}
+	}
+	first := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-1", order("o-5", "first"), ""), handler.Meta{RequestID: "r1"}))
+	second := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-2", order("o-5", "second"), ""), handler.Meta{RequestID: "r1", RetryCount: 1}))
+	if first.Status == "SUCCEEDED" || second.Status != "SUCCEEDED" || second.Decision != "TAKEOVER" {
+		t.Fatalf("first %+v\nsecond %+v", first, second)
+	}
+}

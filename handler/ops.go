@@ -107,14 +107,7 @@ func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec driver.Re
 		"input": doc.Input, "input_version": doc.InputVersion, "request_id": rec.OriginRequestID})
 	t := doc.task()
 	t.RequestID, t.Data, t.EventSource, t.EventID = rec.OriginRequestID, data, rec.EventSource, rec.EventID
-	rules, err := storedRules(doc)
-	if err != nil {
-		return nil, idempotency.Final("bad_input", fmt.Errorf("input.json of %s: %w", rec.Key, err))
-	}
-	if doc.Data != nil {
-		t.Data = doc.Data
-	}
-	d, _, err := rules.derive(t, doc.KeyFingerprint)
+	d, err := doc.derive(t)
 	if err != nil || d.Key != rec.Key {
 		return nil, idempotency.Final("bad_input", fmt.Errorf("input.json of %s derives another key", rec.Key))
 	}

@@ -21,10 +21,13 @@ type Forgetter interface {
 // delivery of the key runs again, from attempt 1, with the whole budget. The
 // row stays with its key, payload hash and what the first delivery recorded
 // about the action, status RECEIVED at a new fence: a fence never goes back,
-// so a worker of the forgotten life that wakes up (a frozen instance) can
-// write nothing into the new one (docs/design.md §6, "Fences"). A record
-// under a live lease (a task or a finish at work) or one that changed since
-// the caller read it (rp.ExpectFence) is refused (ErrNotReplayable).
+// so a worker of an earlier attempt that wakes up (a frozen instance) can
+// write nothing into the new life (docs/design.md §6, "Fences"). A tombstone
+// is forgotten as its record would be (the caller deleted the key's objects
+// first: docs/design.md §11). Refused (ErrNotReplayable): a RUNNING record or
+// a pending finish, live or not — its worker may still write objects of the
+// old life, so the sweeper or FC's retry settles it first — and a record that
+// changed since the caller read it (rp.ExpectFence).
 func ApplyForget(rec *Record, rp Replay, now time.Time) error {
 	switch {
 	case rp.ExpectFence != 0 && rec.Fence != rp.ExpectFence:
@@ -32,14 +35,14 @@ func ApplyForget(rec *Record, rp Replay, now time.Time) error {
 			ErrNotReplayable, rp.ExpectFence, rec.Fence)
 	case rec.ParentKey != "":
 		return fmt.Errorf("%w: %s is a step record; forget its task %s", ErrNotReplayable, rec.Key, rec.ParentKey)
-	case rec.Status == StatusRunning && now.Before(rec.LeaseUntil):
-		return fmt.Errorf("%w: %s is running under a live lease (until %s); forget it after the lease", ErrNotReplayable,
-			rec.Key, rec.LeaseUntil.UTC().Format(time.RFC3339))
-	case rec.Status == StatusSucceeded && rec.Finish == FinishPending && now.Before(rec.LeaseUntil):
-		return fmt.Errorf("%w: the finish of %s is at work under a live lease (until %s)", ErrNotReplayable,
+	case rec.Status == StatusRunning:
+		return fmt.Errorf("%w: %s is RUNNING (lease until %s): its worker may still write; forget it once FC's retry "+
+			"or the sweeper has settled it", ErrNotReplayable, rec.Key, rec.LeaseUntil.UTC().Format(time.RFC3339))
+	case rec.Status == StatusSucceeded && rec.Finish == FinishPending:
+		return fmt.Errorf("%w: the finish of %s is pending (lease until %s): forget it once it is done", ErrNotReplayable,
 			rec.Key, rec.LeaseUntil.UTC().Format(time.RFC3339))
 	}
-	rec.Status, rec.Fence, rec.Attempt = StatusReceived, rec.Fence+1, 0
+	rec.Status, rec.Fence, rec.Attempt, rec.Tombstone = StatusReceived, rec.Fence+1, 0, false
 	rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil, rec.SweepAfter = "", 0, time.Time{}, time.Time{}
 	rec.ResultRef, rec.LastErrorCode, rec.LastError, rec.Finish, rec.Steps = "", "", "", FinishNone, nil
 	rec.UpdatedAt = now

@@ -151,9 +151,10 @@ func forgetUnknown(t *testing.T, h Harness) {
 	}
 }
 
-// A worker of the forgotten life whose lease ran out (a frozen instance)
+// A worker of an earlier attempt whose lease ran out (a frozen instance)
 // wakes up after the forget and after the new life claimed: nothing it
-// writes lands.
+// writes lands. While its record is RUNNING, forget refuses, expired lease
+// or not: the worker may still write.
 func forgetStale(t *testing.T, h Harness) {
 	ctx := context.Background()
 	e := h.NewEngine(t)
@@ -164,11 +165,21 @@ func forgetStale(t *testing.T, h Harness) {
 		t.Fatalf("claim: %v", err)
 	}
 	time.Sleep(shortLease + 100*time.Millisecond)
-	if _, err := e.Forget(ctx, k, forgetReq()); err != nil {
-		t.Fatalf("forget of an expired lease: %v", err)
+	if _, err := e.Forget(ctx, k, forgetReq()); !errors.Is(err, driver.ErrNotReplayable) {
+		t.Fatalf("forget of a RUNNING record whose lease ran out: %v", err)
 	}
-	_, fresh, err := e.Claim(ctx, req(k, "r2"))
-	if err != nil || fresh == nil || fresh.Fence <= stale.Fence || fresh.Attempt != 1 {
+	_, next, err := e.Claim(ctx, req(k, "r2"))
+	if err != nil || next == nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	if _, err := next.Fail(ctx, idempotency.Retryable("timeout", errors.New("slow"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Forget(ctx, k, forgetReq()); err != nil {
+		t.Fatalf("forget of a FAILED_RETRYABLE record: %v", err)
+	}
+	_, fresh, err := e.Claim(ctx, req(k, "r3"))
+	if err != nil || fresh == nil || fresh.Fence <= next.Fence || fresh.Attempt != 1 {
 		t.Fatalf("the new life's claim: %+v %v", fresh, err)
 	}
 	if err := stale.Complete(ctx, "stale"); !errors.Is(err, idempotency.ErrLeaseLost) {

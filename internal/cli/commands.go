@@ -36,7 +36,7 @@ var commands = []command{
 		join(envStore, envResults, envRetention), setupInspect},
 	{"replay", "--key K | --dlq FILE, --reason R --operator O", "re-drive a task with its original key (audited)", envPipeline, setupReplay},
 	{"forget", "--key K --reason R --operator O",
-		"evict K (its result, steps, Redis entry and objects; audited): its next delivery runs again; refused under a live lease",
+		"evict K (its result, steps, Redis entry and objects; audited): its next delivery runs again; refused while it runs or finishes",
 		join(envStore, envFast, envResults), setupForget},
 	{"sweep", "[--limit N] [--budget D] [--grace D] [--progress D]", "re-drive stuck tasks once (what the timer trigger runs)", envPipeline, setupSweep},
 	{"stats", "[--since D] [--json]", "decisions and the duplicate rate per minute", envStore, setupStats},
