@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	jmespath "github.com/jmespath-community/go-jmespath"
+
+	"github.com/idemgate/idemgate/idempotency/jcs"
 	"github.com/jmespath-community/go-jmespath/pkg/functions"
 	"github.com/jmespath-community/go-jmespath/pkg/parsing"
 )
@@ -158,8 +160,14 @@ func (j *JMESPath) Hash(doc any) (string, error) {
 }
 
 // DecodeJSON decodes a JSON document for Select and Hash; numbers become
-// float64, as JMESPath compares them and as JCS writes them.
+// float64, as JMESPath compares them and as JCS writes them. A document JCS
+// refuses is refused here (ErrInvalidField): a number a double cannot hold
+// exactly (12345678901234567890) would otherwise select as its neighbour
+// and merge two keys.
 func DecodeJSON(doc []byte) (any, error) {
+	if _, err := jcs.Canonicalize(doc); err != nil {
+		return nil, fieldError("document", err)
+	}
 	var v any
 	if err := json.Unmarshal(doc, &v); err != nil {
 		return nil, fmt.Errorf("keys: %w", err)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/idemgate/idemgate/idempotency/jcs"
 )
 
 // The golden keys were computed apart from this package (Python's
@@ -87,6 +89,12 @@ func TestFromJMESPathRefuses(t *testing.T) {
 	}
 	if _, err := FromJMESPath([]byte(`{"a":`), "a"); err == nil {
 		t.Fatal("a document that is not JSON was accepted")
+	}
+	// Two order ids a double cannot tell apart are refused, not merged.
+	for _, doc := range []string{`{"order_id":12345678901234567890}`, `{"order_id":12345678901234567891}`} {
+		if k, err := FromJMESPath([]byte(doc), "order_id"); !errors.Is(err, jcs.ErrNumber) || !errors.Is(err, ErrInvalidField) || k != "" {
+			t.Fatalf("%s: %q, %v", doc, k, err)
+		}
 	}
 	// An evaluation error (a function given the wrong type) is an error,
 	// never a panic nor a key.
