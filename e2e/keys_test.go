@@ -4,6 +4,9 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,5 +83,28 @@ func TestBadKeyJMESPathStopsTheStart(t *testing.T) {
 				t.Fatalf("stats: exit %d, %s", code, out)
 			}
 		})
+	}
+}
+
+// main validate derives the key the function would, KEY_JMESPATH included.
+func TestValidateHonoursKeyJMESPath(t *testing.T) {
+	env := []string{"STATE_DIR=" + t.TempDir(), "KEY_JMESPATH=input.order_id"}
+	event := orderEvent("ev-"+nonce(), "o-"+nonce(), "some document")
+	file := filepath.Join(t.TempDir(), "event.json")
+	if err := os.WriteFile(file, event, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := cli(t, env, "validate", "--event", file)
+	var v struct {
+		Events []struct {
+			Key string `json:"idempotency_key"`
+		} `json:"events"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || len(v.Events) != 1 {
+		t.Fatalf("validate: exit %d: %s", code, out)
+	}
+	got := start(t, env...).invoke(t, event, "fc-"+nonce(), nil).json(t)["idempotency_key"]
+	if got != v.Events[0].Key {
+		t.Fatalf("validate says %s, the function %v", v.Events[0].Key, got)
 	}
 }
