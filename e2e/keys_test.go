@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
@@ -89,7 +90,12 @@ func TestBadKeyJMESPathStopsTheStart(t *testing.T) {
 // main validate derives the key the function would, KEY_JMESPATH included.
 func TestValidateHonoursKeyJMESPath(t *testing.T) {
 	env := []string{"STATE_DIR=" + t.TempDir(), "KEY_JMESPATH=input.order_id"}
-	event := orderEvent("ev-"+nonce(), "o-"+nonce(), "some document")
+	order := "o-" + nonce()
+	event := orderEvent("ev-"+nonce(), order, "some document")
+	want, err := keys.FromJMESPath([]byte(`{"input":{"order_id":"`+order+`"}}`), "input.order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
 	file := filepath.Join(t.TempDir(), "event.json")
 	if err := os.WriteFile(file, event, 0o644); err != nil {
 		t.Fatal(err)
@@ -104,7 +110,7 @@ func TestValidateHonoursKeyJMESPath(t *testing.T) {
 		t.Fatalf("validate: exit %d: %s", code, out)
 	}
 	got := start(t, env...).invoke(t, event, "fc-"+nonce(), nil).json(t)["idempotency_key"]
-	if got != v.Events[0].Key {
-		t.Fatalf("validate says %s, the function %v", v.Events[0].Key, got)
+	if got != v.Events[0].Key || got != want {
+		t.Fatalf("validate says %s, the function %v, keys.FromJMESPath %s", v.Events[0].Key, got, want)
 	}
 }
