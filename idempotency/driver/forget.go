@@ -43,7 +43,7 @@ func ApplyForget(rec *Record, rp Replay, now time.Time) error {
 			rec.Key, rec.LeaseUntil.UTC().Format(time.RFC3339))
 	}
 	rec.Status, rec.Fence, rec.Attempt, rec.Tombstone = StatusReceived, rec.Fence+1, 0, false
-	rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil, rec.SweepAfter = "", 0, time.Time{}, time.Time{}
+	rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil, rec.SweepAfter, rec.RetryAfter = "", 0, time.Time{}, time.Time{}, time.Time{}
 	rec.ResultRef, rec.LastErrorCode, rec.LastError, rec.Finish, rec.Steps = "", "", "", FinishNone, nil
 	rec.UpdatedAt = now
 	return nil

@@ -18,7 +18,7 @@ func TestApplyForget(t *testing.T) {
 	}{
 		{"succeeded", func(*Record) {}, Replay{}, false},
 		{"failed final", func(r *Record) { r.Status = StatusFailedFinal }, Replay{}, false},
-		{"failed retryable", func(r *Record) { r.Status = StatusFailedRetryable }, Replay{}, false},
+		{"failed retryable, in its back-off", func(r *Record) { r.Status, r.RetryAfter = StatusFailedRetryable, now.Add(time.Hour) }, Replay{}, false},
 		{"a failed finish", func(r *Record) { r.Finish = FinishFailed }, Replay{}, false},
 		{"a tombstone", func(r *Record) { r.Tombstone, r.Steps = true, nil }, Replay{}, false},
 		{"running, live", func(r *Record) { r.Status, r.LeaseUntil = StatusRunning, now.Add(time.Minute) }, Replay{}, true},
@@ -39,7 +39,7 @@ func TestApplyForget(t *testing.T) {
 				return
 			}
 			if err != nil || rec.Status != StatusReceived || rec.Fence != before.Fence+1 || rec.Attempt != 0 || rec.Tombstone ||
-				rec.ResultRef != "" || rec.LastErrorCode != "" || rec.Finish != FinishNone || rec.Steps != nil ||
+				rec.ResultRef != "" || rec.LastErrorCode != "" || !rec.RetryAfter.IsZero() || rec.Finish != FinishNone || rec.Steps != nil ||
 				rec.PayloadHash != "p" || rec.TenantID != "t" {
 				t.Fatalf("%v, %+v", err, rec)
 			}

@@ -21,7 +21,7 @@ func (s *Store) Forget(ctx context.Context, key string, rp driver.Replay) (prior
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE idempotency_record SET status = ?, fence = ?, attempt = 0,
- lease_owner = '', lease_try = 0, lease_until = NULL, sweep_after = NULL, result_ref = '', last_error_code = '',
+ lease_owner = '', lease_try = 0, lease_until = NULL, sweep_after = NULL, retry_after = NULL, result_ref = '', last_error_code = '',
  last_error = '', finish = '', steps = NULL, updated_at = NOW(3) WHERE request_id = ?`,
 			string(rec.Status), rec.Fence, key); err != nil {
 			return mapErr(err)

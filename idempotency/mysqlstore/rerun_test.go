@@ -148,8 +148,12 @@ func TestMigrateAfterALockWaitMidMigration(t *testing.T) {
 	if err := traffic.Rollback(); err != nil {
 		t.Fatal(err)
 	}
+	ms, err := mysqlstore.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
 	applied, err := s.Migrate(ctx)
-	if err != nil || len(applied) != 2 || applied[0] != "006_traceparent_and_purge" {
+	if err != nil || len(applied) != len(ms)-5 || applied[0] != "006_traceparent_and_purge" {
 		t.Fatalf("re-run: %v, %v", applied, err)
 	}
 	if got, want := schema(t, db), reference(t, mysqlstore.Tables{}); got != want {
