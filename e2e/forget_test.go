@@ -49,6 +49,9 @@ func TestForgetOverTheBinary(t *testing.T) {
 			if _, code := cli(t, env, "forget", "--key", k, "--operator", "o"); code != 2 {
 				t.Fatalf("no reason: exit %d", code)
 			}
+			if _, code := cli(t, env, "forget", "--key", "not-a-key", "--reason", "r", "--operator", "o"); code != 2 {
+				t.Fatalf("a malformed key: exit %d", code)
+			}
 			out, code := cli(t, env, "forget", "--key", k, "--reason", "the summary was wrong", "--operator", "ops@example")
 			var rep struct {
 				Key     string   `json:"idempotency_key"`

@@ -276,7 +276,7 @@ func (s *Store) deleteCounted(ctx context.Context, dry bool, q string, args ...a
 	}
 	// Two purges deleting neighbouring tombstones may deadlock on the
 	// index range; InnoDB rolled the victim back, so it is run again.
-	err := s.txRetry(ctx, func(tx *sql.Tx) error {
+	err := s.txRetry(ctx, func(tx *txn) error {
 		if err := exec(tx); err != nil || !dry {
 			return err
 		}

@@ -220,12 +220,15 @@ func setupReplay(flags *flag.FlagSet) action {
 }
 
 func setupForget(flags *flag.FlagSet) action {
-	key := flags.String("key", "", "business key K to evict")
+	key := flags.String("key", "", "business key K (64 hex) to evict")
 	reason := flags.String("reason", "", "why (required, audited)")
 	operator := flags.String("operator", "", "who (required, audited)")
 	return func(ctx context.Context, r *run) int {
 		if *key == "" || *reason == "" || *operator == "" {
 			return r.badUsage("give --key K, --reason R and --operator O (the last two are audited)")
+		}
+		if err := checkKey(*key); err != nil {
+			return r.badUsage("%v", err)
 		}
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
 			rep, err := a.Pipeline.Forget(ctx, *key, handler.ReplayRequest{Reason: *reason, Operator: *operator}, handler.Meta{})
