@@ -109,7 +109,8 @@ func WithResponseHook[E, R any](hook func(ctx context.Context, r R, out idempote
 // and replayed to every repeat without running h. h's errors are classified
 // as the engine classifies them (idempotency.Final, idempotency.Retryable,
 // else UNKNOWN); a repeat of a FAILED_FINAL key answers its stored error, a
-// repeat meeting a live lease idempotency.ErrInProgress (FC retries it).
+// repeat meeting a live lease idempotency.ErrInProgress, or ErrRetryLater for
+// a copy of the holder's own try (FC delivers both again).
 func Wrap[E, R any](eng *idempotency.Engine, key Key[E], h func(context.Context, E) (R, error), opts ...Option[E, R]) func(context.Context, E) (R, error) {
 	c := config[E, R]{payload: fingerprint[E]}
 	for _, o := range opts {
