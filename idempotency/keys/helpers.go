@@ -153,3 +153,16 @@ func hashValue(v any) (string, error) {
 	}
 	return sum(canon), nil
 }
+
+// HTTPRequest derives K for an HTTP request carrying an Idempotency-Key: the
+// client's key scoped by the principal it acts for, the method and the
+// route (idempotency/idemhttp), so that two callers' keys, or one key on two
+// routes, never meet. Values must be valid UTF-8.
+func HTTPRequest(principal, method, route, idempotencyKey string) (string, error) {
+	for _, v := range []string{principal, method, route, idempotencyKey} {
+		if !utf8.ValidString(v) {
+			return "", fmt.Errorf("keys: %q is not valid UTF-8", v)
+		}
+	}
+	return hashStrings("principal", principal, "method", method, "route", route, "idempotency_key", idempotencyKey), nil
+}

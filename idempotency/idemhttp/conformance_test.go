@@ -1,0 +1,419 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/idempotency/idemhttp"
+	"github.com/idemgate/idemgate/idempotency/idemtest"
+	"github.com/idemgate/idemgate/idempotency/keys"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
+	"github.com/idemgate/idemgate/ossresult"
+)
+
+// backend is a durable store (and optional fast layer) the conformance
+// table runs on; forget removes what a test left in the fast layer.
+type backend struct {
+	name   string
+	store  driver.Store
+	fast   *redisfast.Layer
+	blobs  driver.BlobStore
+	forget func(k string)
+}
+
+func backends(t *testing.T) []backend {
+	local, err := ossresult.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bolt, err := boltstore.Open(t.TempDir(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bolt.Close() })
+	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	fast, err := redisfast.New(rdb, redisfast.MaxTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []backend{
+		{name: "embedded", store: bolt, blobs: ossresult.Blobs(local), forget: func(string) {}},
+		{name: "mysql+redis", store: testenv.FreshMySQLStore(t), fast: fast, blobs: ossresult.Blobs(local),
+			forget: func(k string) { _ = fast.Forget(context.Background(), k) }},
+	}
+}
+
+func (b backend) engine(t *testing.T, opts ...idempotency.Option) *idempotency.Engine {
+	base := []idempotency.Option{idempotency.WithLogger(idemtest.TestLogger(t)), idempotency.WithBlobStore(b.blobs)}
+	if b.fast != nil {
+		base = append(base, idempotency.WithFastLayer(b.fast), idempotency.WithFastTimeout(time.Second))
+	}
+	return idempotency.New(b.store, append(base, opts...)...)
+}
+
+// app is the service under test: routes whose handlers count their runs.
+type app struct {
+	t       *testing.T
+	b       backend
+	srv     *httptest.Server
+	runs    atomic.Int64
+	mu      sync.Mutex
+	gate    chan struct{} // the slow route blocks on it
+	started chan struct{} // the slow route signals its start
+	answer  atomic.Int64  // the status /status answers
+}
+
+const principalHeader = "X-Test-Principal"
+
+func newApp(t *testing.T, b backend, engOpts ...idempotency.Option) *app {
+	a := &app{t: t, b: b, gate: make(chan struct{}), started: make(chan struct{}, 64)}
+	m := idemhttp.New(b.engine(t, engOpts...), idemhttp.WithMaxBody(4096), idemhttp.WithStoredHeaders("X-Order"),
+		idemhttp.WithLogger(idemtest.TestLogger(t)),
+		idemhttp.WithPrincipal(func(r *http.Request) (string, error) {
+			if p := r.Header.Get(principalHeader); p != "nobody" {
+				return p, nil
+			}
+			return "", errors.New("unknown principal")
+		}))
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := a.runs.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Location", fmt.Sprintf("/orders/%d", n))
+		w.Header().Set("X-Order", fmt.Sprint(n))
+		w.Header().Set("X-Unnamed", "fresh-only")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"order":%d,"echo":%s}`, n, body)
+	}), idemhttp.JSONBody()))
+	mux.Handle("POST /slow", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.runs.Add(1)
+		a.started <- struct{}{}
+		<-a.gate
+		fmt.Fprint(w, "done")
+	})))
+	mux.Handle("POST /status", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.runs.Add(1)
+		w.WriteHeader(int(a.answer.Load()))
+		fmt.Fprintf(w, "answer %d", a.runs.Load())
+	})))
+	mux.Handle("POST /large", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := a.runs.Add(1)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(bytes.Repeat([]byte{byte(n)}, 256<<10))
+	})))
+	mux.Handle("POST /optional", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.runs.Add(1)
+		fmt.Fprint(w, "ok")
+	}), idemhttp.Optional()))
+	a.srv = httptest.NewServer(mux)
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+type reply struct {
+	status  int
+	header  http.Header
+	body    []byte
+	problem struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}
+}
+
+// post sends one request; key "" sends no header, a key starting with "raw:"
+// sends the rest as the field as it is.
+func (a *app) post(path, key, principal, contentType, body string) reply {
+	a.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+path, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set(principalHeader, principal)
+	switch {
+	case strings.HasPrefix(key, "raw:"):
+		req.Header.Set(idemhttp.HeaderKey, key[4:])
+	case key != "":
+		req.Header.Set(idemhttp.HeaderKey, `"`+key+`"`)
+		route := "POST " + path
+		k, _ := keys.HTTPRequest(principal, http.MethodPost, route, key)
+		a.t.Cleanup(func() { a.b.forget(k) })
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := reply{status: resp.StatusCode, header: resp.Header}
+	r.body, _ = io.ReadAll(resp.Body)
+	if resp.Header.Get("Content-Type") == "application/problem+json" {
+		if err := json.Unmarshal(r.body, &r.problem); err != nil || r.problem.Type == "" || r.problem.Status != r.status {
+			a.t.Fatalf("a problem that is not RFC 9457: %s %v", r.body, err)
+		}
+	}
+	return r
+}
+
+// recorded reports whether the key has a record: refused requests change nothing.
+func (a *app) recorded(path, principal, key string) bool {
+	k, _ := keys.HTTPRequest(principal, http.MethodPost, "POST "+path, key)
+	_, err := a.b.store.Get(context.Background(), k)
+	if err != nil && !errors.Is(err, driver.ErrNotFound) {
+		a.t.Fatal(err)
+	}
+	return err == nil
+}
+
+var seq atomic.Int64
+
+func newKey(t *testing.T) string { return fmt.Sprintf("%s-%d-%d", t.Name(), time.Now().UnixNano(), seq.Add(1)) }
+
+// TestConformance is the table of the draft's cases
+// (draft-ietf-httpapi-idempotency-key-header §2.6, §2.7) and of the
+// outcomes the middleware stores, against a real server and client on
+// each backend.
+func TestConformance(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			for _, c := range conformanceCases {
+				t.Run(c.name, func(t *testing.T) { c.run(t, newApp(t, b)) })
+			}
+			t.Run("waits for the request in flight", func(t *testing.T) { waitInFlight(t, newApp(t, b, idempotency.WithWaitInFlight(10*time.Second))) })
+			t.Run("32 concurrent identical requests run once", func(t *testing.T) { concurrent(t, newApp(t, b)) })
+		})
+	}
+}
+
+var conformanceCases = []struct {
+	name string
+	run  func(t *testing.T, a *app)
+}{
+	{"first request runs, a repeat replays it exactly and marks it", func(t *testing.T, a *app) {
+		k := newKey(t)
+		first := a.post("/orders", k, "acme", "application/json", `{"sku":"a","n":1}`)
+		if first.status != 201 || first.header.Get(idemhttp.HeaderReplayed) != "" || first.header.Get("X-Unnamed") == "" {
+			t.Fatalf("first: %d %v %s", first.status, first.header, first.body)
+		}
+		again := a.post("/orders", k, "acme", "application/json", `{ "n": 1, "sku": "a" }`) // the same JSON
+		if again.status != 201 || !bytes.Equal(again.body, first.body) || again.header.Get(idemhttp.HeaderReplayed) != "true" {
+			t.Fatalf("replay: %d %v %s", again.status, again.header, again.body)
+		}
+		for _, h := range []string{"Content-Type", "Location", "X-Order"} {
+			if again.header.Get(h) != first.header.Get(h) {
+				t.Fatalf("header %s replayed as %q, was %q", h, again.header.Get(h), first.header.Get(h))
+			}
+		}
+		if again.header.Get("X-Unnamed") != "" {
+			t.Fatal("a header the middleware was not told to store was replayed")
+		}
+		if a.runs.Load() != 1 {
+			t.Fatalf("%d runs", a.runs.Load())
+		}
+	}},
+	{"reuse with another body is 422 and runs nothing", func(t *testing.T, a *app) {
+		k := newKey(t)
+		a.post("/orders", k, "acme", "application/json", `{"sku":"a"}`)
+		r := a.post("/orders", k, "acme", "application/json", `{"sku":"b"}`)
+		if r.status != 422 || r.problem.Type != idemhttp.TypeKeyReused || a.runs.Load() != 1 {
+			t.Fatalf("%d %s, %d runs", r.status, r.body, a.runs.Load())
+		}
+	}},
+	{"the key is scoped by the principal", func(t *testing.T, a *app) {
+		k := newKey(t)
+		x := a.post("/orders", k, "acme", "application/json", `{}`)
+		y := a.post("/orders", k, "globex", "application/json", `{}`)
+		if x.status != 201 || y.status != 201 || y.header.Get(idemhttp.HeaderReplayed) != "" || a.runs.Load() != 2 {
+			t.Fatalf("%d %d, %d runs", x.status, y.status, a.runs.Load())
+		}
+		if r := a.post("/orders", newKey(t), "nobody", "application/json", `{}`); r.status != 401 || r.problem.Type != idemhttp.TypeUnauthenticated {
+			t.Fatalf("no principal: %d %s", r.status, r.body)
+		}
+	}},
+	{"missing key on a required route is 400", func(t *testing.T, a *app) {
+		r := a.post("/orders", "", "acme", "application/json", `{}`)
+		if r.status != 400 || r.problem.Type != idemhttp.TypeKeyMissing || !strings.Contains(r.problem.Detail, "Idempotency-Key") || a.runs.Load() != 0 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	}},
+	{"missing key on an optional route runs without idempotency", func(t *testing.T, a *app) {
+		a.post("/optional", "", "acme", "", "x")
+		r := a.post("/optional", "", "acme", "", "x")
+		if r.status != 200 || a.runs.Load() != 2 {
+			t.Fatalf("%d, %d runs", r.status, a.runs.Load())
+		}
+	}},
+	{"malformed, empty and overlong keys are 400 naming the header and record nothing", func(t *testing.T, a *app) {
+		for _, raw := range []string{"unquoted-token", `""`, `"` + strings.Repeat("k", idemhttp.MaxKeyLength+1) + `"`, `"a", "b"`, `"open`} {
+			r := a.post("/orders", "raw:"+raw, "acme", "application/json", `{}`)
+			if r.status != 400 || r.problem.Type != idemhttp.TypeKeyMalformed || !strings.Contains(r.problem.Detail, "Idempotency-Key") {
+				t.Fatalf("%.20q: %d %s", raw, r.status, r.body)
+			}
+		}
+		if a.runs.Load() != 0 {
+			t.Fatal("a malformed key ran the handler")
+		}
+	}},
+	{"oversized, non-JSON and wrong media type bodies are refused and record nothing", func(t *testing.T, a *app) {
+		cases := []struct {
+			ct, body, typ string
+			status        int
+		}{
+			{"application/json", `{"pad":"` + strings.Repeat("x", 5000) + `"}`, idemhttp.TypeBodyTooLarge, 413},
+			{"application/json", `{"open":`, idemhttp.TypeMalformedBody, 400},
+			{"text/plain", `{}`, idemhttp.TypeUnsupportedMedia, 415},
+		}
+		for _, c := range cases {
+			k := newKey(t)
+			r := a.post("/orders", k, "acme", c.ct, c.body)
+			if r.status != c.status || r.problem.Type != c.typ || a.recorded("/orders", "acme", k) {
+				t.Fatalf("%s: %d %s", c.typ, r.status, r.body)
+			}
+		}
+		if a.runs.Load() != 0 {
+			t.Fatal("a refused body ran the handler")
+		}
+	}},
+	{"a request while the first is in flight is 409 with Retry-After", func(t *testing.T, a *app) {
+		k := newKey(t)
+		done := make(chan reply)
+		go func() { done <- a.post("/slow", k, "acme", "", "x") }()
+		<-a.started
+		r := a.post("/slow", k, "acme", "", "x")
+		if r.status != 409 || r.problem.Type != idemhttp.TypeInFlight || r.header.Get("Retry-After") == "" {
+			t.Fatalf("%d %v %s", r.status, r.header, r.body)
+		}
+		close(a.gate)
+		if first := <-done; first.status != 200 || string(first.body) != "done" {
+			t.Fatalf("first: %d %s", first.status, first.body)
+		}
+		if r := a.post("/slow", k, "acme", "", "x"); r.status != 200 || r.header.Get(idemhttp.HeaderReplayed) != "true" || a.runs.Load() != 1 {
+			t.Fatalf("after: %d %s, %d runs", r.status, r.body, a.runs.Load())
+		}
+	}},
+	{"2xx and final 4xx are stored; 5xx, 408 and 429 are not", func(t *testing.T, a *app) {
+		for _, c := range []struct {
+			status int
+			stored bool
+		}{{200, true}, {204, true}, {400, true}, {404, true}, {409, true}, {422, true}, {408, false}, {429, false}, {500, false}, {503, false}} {
+			a.answer.Store(int64(c.status))
+			before := a.runs.Load()
+			k := newKey(t)
+			first := a.post("/status", k, "acme", "", "x")
+			again := a.post("/status", k, "acme", "", "x")
+			ran := a.runs.Load() - before
+			switch {
+			case first.status != c.status:
+				t.Fatalf("%d answered %d", c.status, first.status)
+			case c.stored && (ran != 1 || again.status != c.status || !bytes.Equal(again.body, first.body) || again.header.Get(idemhttp.HeaderReplayed) != "true"):
+				t.Fatalf("%d not replayed: %d runs, %d %s", c.status, ran, again.status, again.body)
+			case !c.stored && (ran != 2 || again.status != c.status || again.header.Get(idemhttp.HeaderReplayed) != ""):
+				t.Fatalf("%d was stored: %d runs, %d %v", c.status, ran, again.status, again.header)
+			}
+		}
+	}},
+	{"a key whose retries ran out answers its failure without running", func(t *testing.T, a *app) {
+		a.answer.Store(500)
+		k := newKey(t)
+		for range idempotency.DefaultMaxAttempts {
+			if r := a.post("/status", k, "acme", "", "x"); r.status != 500 {
+				t.Fatalf("%d", r.status)
+			}
+		}
+		r := a.post("/status", k, "acme", "", "x")
+		if r.status != 500 || r.problem.Type != idemhttp.TypeFailed || r.header.Get(idemhttp.HeaderReplayed) != "true" ||
+			a.runs.Load() != idempotency.DefaultMaxAttempts {
+			t.Fatalf("%d %s %v, %d runs", r.status, r.body, r.header, a.runs.Load())
+		}
+	}},
+	{"a large response is stored by reference and replayed exactly", func(t *testing.T, a *app) {
+		k := newKey(t)
+		first := a.post("/large", k, "acme", "", "x")
+		again := a.post("/large", k, "acme", "", "x")
+		if first.status != 200 || len(first.body) != 256<<10 || !bytes.Equal(first.body, again.body) ||
+			again.header.Get(idemhttp.HeaderReplayed) != "true" || again.header.Get("Content-Type") != "application/octet-stream" {
+			t.Fatalf("%d %d bytes, replay %d bytes %v", first.status, len(first.body), len(again.body), again.header)
+		}
+		hk, _ := keys.HTTPRequest("acme", http.MethodPost, "POST /large", k)
+		rec, err := a.b.store.Get(context.Background(), hk)
+		if err != nil || !strings.HasPrefix(rec.ResultRef, "blob:") || a.runs.Load() != 1 {
+			t.Fatalf("record %q %v, %d runs", rec.ResultRef, err, a.runs.Load())
+		}
+	}},
+	{"safe methods pass through", func(t *testing.T, a *app) {
+		resp, err := http.Get(a.srv.URL + "/orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 405 { // the mux's answer: no POST-only handler ran, and no problem
+			t.Fatalf("%d", resp.StatusCode)
+		}
+	}},
+}
+
+// waitInFlight: with the engine's WithWaitInFlight, a repeat that meets the
+// first request waits for its response instead of 409.
+func waitInFlight(t *testing.T, a *app) {
+	k := newKey(t)
+	first := make(chan reply)
+	go func() { first <- a.post("/slow", k, "acme", "", "x") }()
+	<-a.started
+	second := make(chan reply)
+	go func() { second <- a.post("/slow", k, "acme", "", "x") }()
+	time.Sleep(200 * time.Millisecond) // the repeat is waiting by now (nothing to observe from outside)
+	close(a.gate)
+	<-first
+	r := <-second
+	if r.status != 200 || string(r.body) != "done" || r.header.Get(idemhttp.HeaderReplayed) != "true" || a.runs.Load() != 1 {
+		t.Fatalf("%d %s %v, %d runs", r.status, r.body, r.header, a.runs.Load())
+	}
+}
+
+// concurrent: 32 identical requests at once → one execution; every other
+// answer is a 409 in flight or the replay.
+func concurrent(t *testing.T, a *app) {
+	k := newKey(t)
+	const n = 32
+	var wg sync.WaitGroup
+	replies := make([]reply, n)
+	for i := range n {
+		wg.Go(func() { replies[i] = a.post("/slow", k, "acme", "", "x") })
+	}
+	<-a.started
+	time.Sleep(100 * time.Millisecond)
+	close(a.gate)
+	wg.Wait()
+	fresh := 0
+	for _, r := range replies {
+		switch {
+		case r.status == 200 && r.header.Get(idemhttp.HeaderReplayed) == "":
+			fresh++
+		case r.status == 200 || (r.status == 409 && r.problem.Type == idemhttp.TypeInFlight):
+		default:
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	}
+	if fresh != 1 || a.runs.Load() != 1 {
+		t.Fatalf("%d fresh answers, %d runs", fresh, a.runs.Load())
+	}
+}

@@ -1,0 +1,275 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/idempotency/jcs"
+	"github.com/idemgate/idemgate/idempotency/keys"
+	"github.com/idemgate/idemgate/internal/logx"
+)
+
+// Middleware makes POST-like routes safe to retry with an Idempotency-Key.
+// Build one per process on the engine the rest of the service uses.
+type Middleware struct {
+	eng         *idempotency.Engine
+	principal   func(*http.Request) (string, error)
+	fingerprint func(*http.Request, []byte) ([]byte, error)
+	headers     []string
+	maxBody     int64
+	retryAfter  time.Duration
+	log         *slog.Logger
+}
+
+// Option configures a Middleware.
+type Option func(*Middleware)
+
+// WithPrincipal scopes keys by the caller: fn names the tenant or principal
+// a request acts for (from its verified credentials, never from a field the
+// caller may choose freely). Two principals' identical keys are two keys. An
+// error answers 401 without running. Default: one principal for everyone.
+func WithPrincipal(fn func(*http.Request) (string, error)) Option {
+	return func(m *Middleware) { m.principal = fn }
+}
+
+// WithFingerprint chooses what of a request must be the same for a repeat
+// to be a repeat (default: the request target and the body, JSON bodies in
+// RFC 8785 canonical form). A reuse of the key with another fingerprint is
+// 422. fn may select fields (keys.FromPaths, a JMESPath) to ignore volatile
+// ones; its error answers 400.
+func WithFingerprint(fn func(r *http.Request, body []byte) ([]byte, error)) Option {
+	return func(m *Middleware) { m.fingerprint = fn }
+}
+
+// WithStoredHeaders names the response headers stored and replayed besides
+// DefaultStoredHeaders. Never name one that carries a secret (Set-Cookie):
+// it would be answered to every repeat.
+func WithStoredHeaders(names ...string) Option {
+	return func(m *Middleware) {
+		for _, n := range names {
+			m.headers = append(m.headers, http.CanonicalHeaderKey(n))
+		}
+	}
+}
+
+// WithMaxBody bounds the request body (default DefaultMaxBody); a larger one
+// is 413 without running.
+func WithMaxBody(n int64) Option { return func(m *Middleware) { m.maxBody = n } }
+
+// WithRetryAfter sets the Retry-After of a 409 in flight and a 503 (default
+// 1 s).
+func WithRetryAfter(d time.Duration) Option { return func(m *Middleware) { m.retryAfter = d } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l } }
+
+// DefaultStoredHeaders are replayed with a stored response.
+var DefaultStoredHeaders = []string{"Content-Type", "Content-Language", "Content-Location", "Location", "Etag",
+	"Last-Modified", "Cache-Control"}
+
+// New builds the middleware. To let a repeat that meets the first request in
+// flight wait for its response instead of answering 409 at once, give the
+// engine idempotency.WithWaitInFlight; for responses larger than a record
+// holds (about 1.5 KiB of body), idempotency.WithBlobStore.
+func New(eng *idempotency.Engine, opts ...Option) *Middleware {
+	m := &Middleware{eng: eng, principal: func(*http.Request) (string, error) { return "", nil },
+		fingerprint: defaultFingerprint, headers: append([]string(nil), DefaultStoredHeaders...),
+		maxBody: DefaultMaxBody, retryAfter: time.Second, log: slog.Default()}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// RouteOption configures one wrapped route.
+type RouteOption func(*route)
+
+// Route names the route in the key (default: the ServeMux pattern that
+// matched, else the URL path). Keys of two routes never meet.
+func Route(name string) RouteOption { return func(r *route) { r.name = name } }
+
+// Optional lets a request without Idempotency-Key run without idempotency
+// (default: required, 400).
+func Optional() RouteOption { return func(r *route) { r.optional = true } }
+
+// JSONBody requires an application/json body holding valid JSON (415, 400).
+func JSONBody() RouteOption { return func(r *route) { r.json = true } }
+
+type route struct {
+	m        *Middleware
+	h        http.Handler
+	name     string
+	optional bool
+	json     bool
+}
+
+// Handler wraps h. Safe methods (GET, HEAD, OPTIONS, TRACE) pass through:
+// they are idempotent already.
+func (m *Middleware) Handler(h http.Handler, opts ...RouteOption) http.Handler {
+	rt := &route{m: m, h: h}
+	for _, o := range opts {
+		o(rt)
+	}
+	return rt
+}
+
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		rt.h.ServeHTTP(w, r)
+		return
+	}
+	key, present, err := ParseKey(r.Header.Values(HeaderKey))
+	switch {
+	case err != nil:
+		WriteProblem(w, KeyProblem(err))
+		return
+	case !present && rt.optional:
+		rt.h.ServeHTTP(w, r)
+		return
+	case !present:
+		WriteProblem(w, KeyProblem(nil))
+		return
+	}
+	body, p := ReadBody(r, rt.m.maxBody, rt.json)
+	if p != nil {
+		WriteProblem(w, *p)
+		return
+	}
+	req, p := rt.claimRequest(r, key, body)
+	if p != nil {
+		WriteProblem(w, *p)
+		return
+	}
+	ctx := logx.With(r.Context(), slog.String("request_id", req.Owner), slog.String("idempotency_key", req.Key))
+	r = r.WithContext(ctx)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	rt.serve(w, r, req)
+}
+
+// claimRequest scopes the client's key by principal, method and route.
+func (rt *route) claimRequest(r *http.Request, key string, body []byte) (idempotency.ClaimRequest, *Problem) {
+	principal, err := rt.m.principal(r)
+	if err != nil {
+		return idempotency.ClaimRequest{}, &Problem{Type: TypeUnauthenticated, Title: "Unauthenticated",
+			Status: http.StatusUnauthorized, Detail: "the request names no principal this service accepts"}
+	}
+	name := rt.name
+	if name == "" {
+		name = r.Pattern
+	}
+	if name == "" {
+		name = r.URL.Path
+	}
+	k, err := keys.HTTPRequest(principal, r.Method, name, key)
+	if err != nil {
+		p := MalformedBodyProblem("the request cannot be keyed: " + err.Error())
+		return idempotency.ClaimRequest{}, &p
+	}
+	fp, err := rt.m.fingerprint(r, body)
+	if err != nil {
+		p := MalformedBodyProblem("the request cannot be fingerprinted: " + err.Error())
+		return idempotency.ClaimRequest{}, &p
+	}
+	h := sha256.Sum256(fp)
+	// Each HTTP request is a delivery of its own: no retry of it comes back
+	// under the same owner, so a live lease is always another's (409).
+	return idempotency.ClaimRequest{Key: k, PayloadHash: hex.EncodeToString(h[:]), Owner: newOwner(), Try: -1}, nil
+}
+
+// serve runs the handler under the key's lease, or answers from its record.
+func (rt *route) serve(w http.ResponseWriter, r *http.Request, req idempotency.ClaimRequest) {
+	var fresh *stored
+	// Detached from the client's connection: a client that gives up must not
+	// leave the action half done; its retry meets the lease (409) or the
+	// stored response. The lease still ends the work if it is lost.
+	ctx := context.WithoutCancel(r.Context())
+	resp, out, err := idempotency.Run(ctx, rt.m.eng, req, func(ctx context.Context, _ *idempotency.Lease) (stored, error) {
+		rec := newRecorder()
+		rt.h.ServeHTTP(rec, r.WithContext(ctx))
+		s := rec.result(rt.m.headers)
+		fresh = &s
+		if !Storable(s.Status) {
+			return stored{}, idempotency.Retryable("http_"+strconv.Itoa(s.Status),
+				fmt.Errorf("the handler answered %d, which a retry may change: not stored", s.Status))
+		}
+		return s, nil
+	})
+	switch {
+	case fresh != nil: // it ran here: its own answer, stored or not
+		if err != nil && !isHTTPRetry(err) {
+			rt.m.log.ErrorContext(ctx, "the response was answered but could not be stored", "error", err.Error())
+		}
+		fresh.write(w, false)
+	case err == nil:
+		resp.write(w, true)
+	default:
+		rt.m.log.InfoContext(ctx, "answered without running", "decision", string(out.Decision), "error", err.Error())
+		WriteProblem(w, rt.m.problemOf(err, out))
+	}
+}
+
+func isHTTPRetry(err error) bool {
+	_, code := idempotency.Classify(err)
+	return len(code) == 8 && code[:5] == "http_"
+}
+
+// problemOf answers an error from the claim or the key's record.
+func (m *Middleware) problemOf(err error, out idempotency.Outcome) Problem {
+	switch {
+	case errors.Is(err, idempotency.ErrInProgress):
+		return InFlightProblem(m.retryAfter)
+	case errors.Is(err, idempotency.ErrPayloadMismatch):
+		return ProblemKeyReused
+	case errors.Is(err, idempotency.ErrStoreUnavailable):
+		return UnavailableProblem("the idempotency store is unreachable; nothing ran", m.retryAfter)
+	}
+	class, code := idempotency.Classify(err)
+	if out.Status == driver.StatusFailedFinal || class == idempotency.ClassFinal {
+		// The key's first request failed for good (its retries ran out, or its
+		// response could not be kept): this key will always answer so.
+		return Problem{Type: TypeFailed, Title: "The request with this Idempotency-Key failed", Code: code,
+			Status: http.StatusInternalServerError, Replayed: out.Duplicate,
+			Detail: "the key's request failed for good (" + code + "); send a new request with a new key"}
+	}
+	return UnavailableProblem("the request could not be completed ("+code+"); retry it with the same key", m.retryAfter)
+}
+
+// Storable reports whether a response of this status is the request's
+// outcome (stored and replayed): 2xx, 3xx and 4xx, except the statuses that
+// say a retry may succeed (408, 425, 429), which are answered but not
+// stored, as 5xx are.
+func Storable(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 200 && status < 500
+}
+
+// defaultFingerprint: the target and the body, JSON canonical (member order
+// and white space are not a different request).
+func defaultFingerprint(r *http.Request, body []byte) ([]byte, error) {
+	if c, err := jcs.Canonicalize(body); err == nil && len(body) > 0 {
+		body = c
+	}
+	return append([]byte(r.URL.RequestURI()+"\n"), body...), nil
+}
+
+func newOwner() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "http-" + hex.EncodeToString(b)
+}
