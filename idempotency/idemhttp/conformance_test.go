@@ -108,7 +108,12 @@ func newApp(t *testing.T, b backend, engOpts ...idempotency.Option) *app {
 	mux.Handle("POST /slow", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.runs.Add(1)
 		a.started <- struct{}{}
-		<-a.gate
+		select {
+		case <-a.gate:
+		case <-r.Context().Done(): // what a handler that honours its context does
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		fmt.Fprint(w, "done")
 	})))
 	mux.Handle("POST /status", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -186,7 +191,9 @@ func (a *app) recorded(path, principal, key string) bool {
 
 var seq atomic.Int64
 
-func newKey(t *testing.T) string { return fmt.Sprintf("%s-%d-%d", t.Name(), time.Now().UnixNano(), seq.Add(1)) }
+func newKey(t *testing.T) string {
+	return fmt.Sprintf("%s-%d-%d", t.Name(), time.Now().UnixNano(), seq.Add(1))
+}
 
 // TestConformance is the table of the draft's cases
 // (draft-ietf-httpapi-idempotency-key-header §2.6, §2.7) and of the
@@ -308,6 +315,35 @@ var conformanceCases = []struct {
 		}
 		if r := a.post("/slow", k, "acme", "", "x"); r.status != 200 || r.header.Get(idemhttp.HeaderReplayed) != "true" || a.runs.Load() != 1 {
 			t.Fatalf("after: %d %s, %d runs", r.status, r.body, a.runs.Load())
+		}
+	}},
+	{"a client that gives up does not cut the first request short", func(t *testing.T, a *app) {
+		k := newKey(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.srv.URL+"/slow", strings.NewReader("x"))
+		req.Header.Set(idemhttp.HeaderKey, `"`+k+`"`)
+		req.Header.Set(principalHeader, "acme")
+		hk, _ := keys.HTTPRequest("acme", http.MethodPost, "POST /slow", k)
+		t.Cleanup(func() { a.b.forget(hk) })
+		errc := make(chan error)
+		go func() { _, err := http.DefaultClient.Do(req); errc <- err }()
+		<-a.started
+		cancel()
+		if err := <-errc; err == nil {
+			t.Fatal("the cancelled request answered")
+		}
+		time.Sleep(50 * time.Millisecond) // the server sees the connection close
+		close(a.gate)
+		for {
+			r := a.post("/slow", k, "acme", "", "x")
+			if r.status == 409 {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if r.status != 200 || r.header.Get(idemhttp.HeaderReplayed) != "true" || a.runs.Load() != 1 {
+				t.Fatalf("%d %s, %d runs", r.status, r.body, a.runs.Load())
+			}
+			return
 		}
 	}},
 	{"2xx and final 4xx are stored; 5xx, 408 and 429 are not", func(t *testing.T, a *app) {

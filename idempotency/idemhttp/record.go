@@ -17,8 +17,8 @@ type stored struct {
 // write answers s; a replay sends the stored headers only, and marks itself.
 func (s stored) write(w http.ResponseWriter, replayed bool) {
 	h := w.Header()
-	src := s.all
-	if replayed || src == nil {
+	src := s.all // set only where the handler ran: a decoded record has the stored headers alone
+	if src == nil {
 		src = s.Header
 	}
 	for k, v := range src {
