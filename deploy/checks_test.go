@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,6 +33,7 @@ var checks = []check{
 	{"custom-runtime port and command", checkRuntime},
 	{"eventbridge trigger", checkEventBridge},
 	{"timer trigger", checkTimer},
+	{"http trigger", checkHTTP},
 	{"async retries cover MAX_ATTEMPTS", checkAsync},
 	{"timeouts fit the model call and the lease", checkTimeouts},
 	{"network, logs and role", checkCloudOnly},
@@ -227,6 +229,31 @@ var timers = map[string]struct {
 }
 
 var dailyCron = regexp.MustCompile(`^(CRON_TZ=\S+ )?[0-5]?[0-9] [0-5]?[0-9] (1?[0-9]|2[0-3]) \* \* \*$|^@every 24h$`)
+
+// checkHTTP: one HTTP trigger serves the task API (handler/httpapi), its
+// callers authenticated by FC: an anonymous trigger would let anyone run
+// paid model calls.
+func checkHTTP(cloud, _ Stack) error {
+	var found []*HTTP
+	for _, t := range cloud.Function.Triggers {
+		if t.HTTP != nil {
+			found = append(found, t.HTTP)
+		}
+	}
+	if len(found) != 1 {
+		return fmt.Errorf("%d http triggers, want one", len(found))
+	}
+	var errs []error
+	if h := found[0]; h.AuthType != "function" {
+		errs = append(errs, fmt.Errorf("authType %q, want function (signature authentication; docs/api.md)", h.AuthType))
+	}
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if !slices.Contains(found[0].Methods, m) {
+			errs = append(errs, fmt.Errorf("method %s missing: the API is POST /tasks and GET /tasks/{key}", m))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 func checkTimer(cloud, _ Stack) error {
 	var errs []error
@@ -453,6 +480,7 @@ var rosFunctionProps = setOf("FunctionName", "Handler", "Runtime", "Cpu", "Custo
 // Trigger configuration keys of the FC API (CreateTrigger), per trigger type.
 var triggerKeys = map[string]map[string]bool{
 	"timer":       setOf("cronExpression", "enable", "payload"),
+	"http":        setOf("authType", "authConfig", "methods", "disableURLInternet", "corsConfig"),
 	"eventbridge": setOf("triggerEnable", "asyncInvocationType", "eventRuleFilterPattern", "eventSourceConfig", "eventSinkConfig", "runOptions"),
 }
 

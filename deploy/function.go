@@ -80,7 +80,7 @@ func triggerTree(t Trigger) (tree, error) {
 	var typ string
 	var cfg verbatim
 	switch {
-	case t.EventBridge != nil && t.Timer == nil:
+	case t.EventBridge != nil && t.Timer == nil && t.HTTP == nil:
 		pattern, err := json.Marshal(map[string][]string{"type": t.EventBridge.EventTypes})
 		if err != nil {
 			return nil, err
@@ -94,12 +94,21 @@ func triggerTree(t Trigger) (tree, error) {
 			{key: "eventRuleFilterPattern", val: string(pattern)},
 			{key: "eventSourceConfig", val: verbatim{{key: "eventSourceType", val: t.EventBridge.SourceType}}},
 		}
-	case t.Timer != nil && t.EventBridge == nil:
+	case t.Timer != nil && t.EventBridge == nil && t.HTTP == nil:
 		typ = "timer"
 		cfg = verbatim{{key: "cronExpression", val: t.Timer.Cron}, {key: "enable", val: true},
 			{key: "payload", val: t.Timer.Payload}}
+	case t.HTTP != nil && t.EventBridge == nil && t.Timer == nil:
+		typ = "http"
+		cfg = verbatim{
+			{key: "authType", val: t.HTTP.AuthType, why: "function = FC's signature authentication: a caller signs " +
+				"with a RAM identity allowed fc:InvokeFunction. Never anonymous: the API runs paid model calls (docs/api.md)."},
+			{key: "methods", val: t.HTTP.Methods},
+			{key: "disableURLInternet", val: false, why: "the default public URL; set true to reach the API only " +
+				"through a custom domain or the VPC endpoint"},
+		}
 	default:
-		return nil, fmt.Errorf("trigger %q: set exactly one of EventBridge and Timer", t.Name)
+		return nil, fmt.Errorf("trigger %q: set exactly one of EventBridge, Timer and HTTP", t.Name)
 	}
 	return tree{{key: "triggerName", val: t.Name}, {key: "triggerType", val: typ}, {key: "qualifier", val: t.Qualifier},
 		{key: "description", val: t.Description}, {key: "triggerConfig", val: cfg}}, nil

@@ -72,11 +72,18 @@ type Async struct {
 	OnFailure    PerFormat // the dead-letter destination
 }
 
-// Trigger is one trigger; exactly one of EventBridge and Timer is set.
+// Trigger is one trigger; exactly one of EventBridge, Timer and HTTP is set.
 type Trigger struct {
 	Name, Description, Qualifier string
 	EventBridge                  *EventBridge
 	Timer                        *Timer
+	HTTP                         *HTTP
+}
+
+// HTTP serves the task API (docs/api.md) to callers FC authenticates.
+type HTTP struct {
+	AuthType string   // "function": FC's signature authentication; never "anonymous" (checked)
+	Methods  []string // POST /tasks, GET /tasks/{idempotency_key}
 }
 
 // EventBridge subscribes the function to events of the given types.
@@ -289,6 +296,8 @@ func Idemgate() Stack {
 				// hours of most deployments in the mainland regions.
 				{Name: "purge", Qualifier: "LATEST", Description: "deletes finished records older than RETENTION_DAYS, daily",
 					Timer: &Timer{Cron: "0 0 19 * * *", Payload: "purge"}},
+				{Name: "api", Qualifier: "LATEST", Description: "POST /tasks and GET /tasks/{idempotency_key} with Idempotency-Key (docs/api.md)",
+					HTTP: &HTTP{AuthType: "function", Methods: []string{"GET", "POST"}}},
 			},
 		},
 		Role: &Role{

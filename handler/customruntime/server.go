@@ -34,6 +34,11 @@ type Server struct {
 	Hooks   handler.Hooks
 	Log     *slog.Logger
 	MaxBody int64
+	// API, when set, serves every request that is not one of FC's control
+	// paths (an HTTP trigger's: handler/httpapi), inside the same
+	// invocation bookkeeping as /invoke: the request id on every line, the
+	// deadline, the drain before pre-stop.
+	API func(ctx context.Context, w http.ResponseWriter, r *http.Request, meta handler.Meta)
 
 	inflight     handler.Inflight
 	shutdownOnce sync.Once
@@ -56,6 +61,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/pre-freeze" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
 		// A frozen instance may never be thawed: flush as before a stop.
 		s.lifecycle(w, r, "PreFreeze", s.preStop)
+	case s.API != nil && r.Header.Get("x-fc-control-path") == "":
+		ctx, meta, end := s.begin(r)
+		defer end()
+		s.API(ctx, w, r, meta)
 	default:
 		writeJSON(w, http.StatusNotFound, fmt.Appendf(nil, `{"errorType":"not_found","errorMessage":"no route %s %s"}`,
 			r.Method, strconv.Quote(path)), true)
@@ -99,21 +108,32 @@ func Deadline(h http.Header, now time.Time) (time.Time, bool) {
 	return dl, !dl.IsZero()
 }
 
-func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
-	defer s.inflight.Begin()()
+// begin opens one invocation: counted in flight, its secrets registered for
+// redaction, its request id on every line, its deadline on the context. end
+// closes it.
+func (s *Server) begin(r *http.Request) (context.Context, handler.Meta, func()) {
+	done := s.inflight.Begin()
 	meta := Meta(r.Header)
 	if s.Hooks.Secrets != nil {
 		s.Hooks.Secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)
 	}
 	ctx := logx.With(r.Context(), slog.String("request_id", meta.RequestID), slog.String("fc_request_id", meta.RequestID))
 	ctx = handler.TraceInvocation(ctx, meta, s.Log) // on every line, the platform's ones included
+	cancel := context.CancelFunc(func() {})
 	if dl, ok := Deadline(r.Header, time.Now()); ok {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, dl)
-		defer cancel()
 	}
 	s.Log.InfoContext(ctx, "FC Invoke Start RequestId: "+meta.RequestID)
-	defer s.Log.InfoContext(ctx, "FC Invoke End RequestId: "+meta.RequestID)
+	return ctx, meta, func() {
+		s.Log.InfoContext(ctx, "FC Invoke End RequestId: "+meta.RequestID)
+		cancel()
+		done()
+	}
+}
+
+func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
+	ctx, meta, end := s.begin(r)
+	defer end()
 
 	limit := s.MaxBody
 	if limit <= 0 {

@@ -111,6 +111,54 @@ func TestRoutingAndFailures(t *testing.T) {
 	}
 }
 
+// With an API, FC's control paths route exactly as without one; every
+// other request reaches the API inside an invocation (its request id, its
+// deadline).
+func TestAPIRouting(t *testing.T) {
+	s := newServer(func(context.Context, []byte, handler.Meta) handler.Reply {
+		return handler.Reply{Status: 200, Body: []byte(`{"from":"invoke"}`)}
+	})
+	var gotID string
+	var gotDeadline bool
+	s.API = func(ctx context.Context, w http.ResponseWriter, r *http.Request, m handler.Meta) {
+		gotID = m.RequestID
+		_, gotDeadline = ctx.Deadline()
+		w.WriteHeader(299)
+	}
+	cases := []struct {
+		name, method, path, control string
+		status                      int
+	}{
+		{"invoke stays FC's", "POST", "/invoke", "", 200},
+		{"control path wins over the URL", "POST", "/tasks", "/invoke", 200},
+		{"initialize stays FC's", "POST", "/initialize", "", 200},
+		{"pre-stop stays FC's", "GET", "/pre-stop", "", 200},
+		{"pre-freeze stays FC's", "POST", "/pre-freeze", "", 200},
+		{"an unknown control path is not the API's", "POST", "/tasks", "/nope", 404},
+		{"tasks go to the API", "POST", "/tasks", "", 299},
+		{"any other path goes to the API", "GET", "/nope", "", 299},
+		{"GET /invoke goes to the API", "GET", "/invoke", "", 299},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest(c.method, c.path, strings.NewReader("{}"))
+			r.Header.Set("x-fc-request-id", "req-1")
+			r.Header.Set("x-fc-function-timeout", "30")
+			if c.control != "" {
+				r.Header.Set("x-fc-control-path", c.control)
+			}
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, r)
+			if w.Code != c.status {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		})
+	}
+	if gotID != "req-1" || !gotDeadline {
+		t.Fatalf("the API saw request id %q, deadline %v", gotID, gotDeadline)
+	}
+}
+
 // recorder is a set of hooks that log their calls in order.
 type recorder struct {
 	mu    sync.Mutex

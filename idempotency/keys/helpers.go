@@ -166,3 +166,22 @@ func HTTPRequest(principal, method, route, idempotencyKey string) (string, error
 	}
 	return hashStrings("principal", principal, "method", method, "route", route, "idempotency_key", idempotencyKey), nil
 }
+
+// Explicit is K of a task that names its idempotency_key: the key
+// namespaced by its tenant (docs/design.md §4), exactly as Derive computes
+// it, so an HTTP submission (whose Idempotency-Key is the task's
+// idempotency_key) and an event naming the same key are one task. Both must
+// be non-empty, valid UTF-8.
+func Explicit(tenantID, idempotencyKey string) (string, error) {
+	switch {
+	case tenantID == "" || idempotencyKey == "":
+		return "", fmt.Errorf("%w: tenant_id and idempotency_key", ErrMissingField)
+	case !utf8.ValidString(tenantID) || !utf8.ValidString(idempotencyKey):
+		return "", fmt.Errorf("%w: not valid UTF-8", ErrInvalidField)
+	}
+	return explicitKey(tenantID, idempotencyKey), nil
+}
+
+func explicitKey(tenantID, idempotencyKey string) string {
+	return hashStrings("tenant_id", tenantID, "idempotency_key", idempotencyKey)
+}

@@ -94,3 +94,35 @@ func TestWindowAndLLM(t *testing.T) {
 		t.Fatal("LLMRequest is not canonical or ignores the model")
 	}
 }
+
+func TestExplicitIsDerivesKey(t *testing.T) {
+	d, err := Derive(Fields{TenantID: "acme", TaskType: "summarize", Operation: "summarize", Input: json.RawMessage(`{"a":1}`),
+		IdempotencyKey: "order-42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := Explicit("acme", "order-42"); err != nil || k != d.Key {
+		t.Fatalf("Explicit %s %v, Derive %s", k, err, d.Key)
+	}
+	for _, c := range [][2]string{{"", "k"}, {"t", ""}, {"t\xff", "k"}} {
+		if _, err := Explicit(c[0], c[1]); err == nil {
+			t.Fatalf("Explicit(%q, %q) accepted", c[0], c[1])
+		}
+	}
+}
+
+func TestHTTPRequestScopes(t *testing.T) {
+	base, err := HTTPRequest("acme", "POST", "POST /orders", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range [][4]string{{"globex", "POST", "POST /orders", "k"}, {"acme", "PATCH", "POST /orders", "k"},
+		{"acme", "POST", "POST /refunds", "k"}, {"acme", "POST", "POST /orders", "k2"}} {
+		if k, _ := HTTPRequest(other[0], other[1], other[2], other[3]); k == base {
+			t.Fatalf("%q derives the same key", other)
+		}
+	}
+	if _, err := HTTPRequest("a\xff", "POST", "/", "k"); err == nil {
+		t.Fatal("invalid UTF-8 accepted")
+	}
+}

@@ -106,7 +106,7 @@ func Derive(f Fields) (Derived, error) {
 		d.InputVersion = derived
 	}
 	if f.IdempotencyKey != "" {
-		d.Key = hashStrings("tenant_id", f.TenantID, "idempotency_key", f.IdempotencyKey)
+		d.Key = explicitKey(f.TenantID, f.IdempotencyKey)
 	} else {
 		d.Key = hashStrings("tenant_id", f.TenantID, "task_type", f.TaskType,
 			"input_version", d.InputVersion, "operation", f.Operation)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/customruntime"
+	"github.com/idemgate/idemgate/handler/httpapi"
 	"github.com/idemgate/idemgate/handler/go1"
 	"github.com/idemgate/idemgate/handler/llm"
 	"github.com/idemgate/idemgate/idempotency"
@@ -100,7 +101,8 @@ func serve(ctx context.Context, r *run) int {
 		go1.Start(a.Pipeline.Handle, hooks)
 		return ExitOK
 	}
-	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Hooks: hooks, Log: a.Log}
+	api := &httpapi.API{Pipeline: a.Pipeline, Log: a.Log} // the HTTP trigger's routes (docs/api.md)
+	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Hooks: hooks, Log: a.Log, API: api.Serve}
 	addr := net.JoinHostPort("0.0.0.0", strconv.Itoa(a.Cfg.ListenPort))
 	err = srv.ListenAndServe(ctx, addr, func(bound net.Addr) { a.Log.Info("listening", "addr", bound.String()) })
 	if err != nil {

@@ -1,0 +1,155 @@
+// Package httpapi is the template's HTTP entry (docs/api.md): what FC's HTTP
+// trigger sends to the custom runtime outside its control paths.
+//
+//   - POST /tasks: the JSON body is a task's data object, as an event
+//     carries it; Idempotency-Key (required, an RFC 8941 sf-string) is the
+//     task's idempotency_key. It runs through the same pipeline as an event
+//     and answers the outcome: 200 SUCCEEDED, FINAL failures as 4xx,
+//     retryable ones as 503, in flight as 409, each with Retry-After where
+//     a retry may help; every refusal application/problem+json.
+//   - GET /tasks/{idempotency_key}: the task's state, by K (64 hex, the
+//     outcome's idempotency_key) or, with ?tenant_id=, by the client's key.
+//
+// With X-Fc-Invocation-Type: Async, FC has answered the client 202 already
+// and retries what this answers as failed (x-fc-status: 404), as it does an
+// event's: so a retryable failure is retried, a FINAL one reaches the
+// failure destination.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/idempotency/idemhttp"
+)
+
+// MaxBody bounds a POST /tasks body: the largest input a task takes, and room
+// for the other fields. (FC's own bound is 128 KB for an async invocation.)
+const MaxBody = handler.MaxInputBytes + 64<<10
+
+// TypeTaskFailed is the problem type of a task that failed for good.
+const TypeTaskFailed = idemhttp.ProblemBase + "task-failed"
+
+// API serves the task routes.
+type API struct {
+	Pipeline   *handler.Pipeline
+	Log        *slog.Logger
+	RetryAfter time.Duration // of 409 and 503 (default 1 s)
+}
+
+var keyPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Serve answers one request that is not an FC control path.
+func (a *API) Serve(ctx context.Context, w http.ResponseWriter, r *http.Request, meta handler.Meta) {
+	if strings.EqualFold(r.Header.Get("x-fc-invocation-type"), "async") {
+		w = asyncWriter{w}
+	}
+	id, isTask := strings.CutPrefix(r.URL.Path, "/tasks/")
+	switch {
+	case r.URL.Path == "/tasks" && r.Method == http.MethodPost:
+		a.submit(ctx, w, r, meta)
+	case isTask && id != "" && !strings.Contains(id, "/") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		a.state(ctx, w, r, id)
+	case r.URL.Path == "/tasks" || isTask:
+		w.Header().Set("Allow", map[bool]string{true: "POST", false: "GET, HEAD"}[r.URL.Path == "/tasks"])
+		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.ProblemBase + "method-not-allowed",
+			Title: "Method not allowed", Status: http.StatusMethodNotAllowed, Detail: "POST /tasks, GET /tasks/{idempotency_key}"})
+	default:
+		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.TypeNotFound, Title: "Not found",
+			Status: http.StatusNotFound, Detail: "no such route: POST /tasks, GET /tasks/{idempotency_key}"})
+	}
+}
+
+func (a *API) retryAfter() time.Duration {
+	if a.RetryAfter > 0 {
+		return a.RetryAfter
+	}
+	return time.Second
+}
+
+func (a *API) submit(ctx context.Context, w http.ResponseWriter, r *http.Request, meta handler.Meta) {
+	key, present, err := idemhttp.ParseKey(r.Header.Values(idemhttp.HeaderKey))
+	if err != nil || !present {
+		idemhttp.WriteProblem(w, idemhttp.KeyProblem(err))
+		return
+	}
+	body, p := idemhttp.ReadBody(r, MaxBody, true)
+	if p != nil {
+		idemhttp.WriteProblem(w, *p)
+		return
+	}
+	o := a.Pipeline.Submit(ctx, body, key, meta)
+	if o.ErrorType == "" && o.Status != "RUNNING" {
+		writeOutcome(w, o)
+		return
+	}
+	idemhttp.WriteProblem(w, a.problemOf(o))
+}
+
+func writeOutcome(w http.ResponseWriter, o handler.Outcome) {
+	if o.Duplicate {
+		w.Header().Set(idemhttp.HeaderReplayed, "true")
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// problemOf maps a task's failed or in-flight outcome to its answer.
+func (a *API) problemOf(o handler.Outcome) idemhttp.Problem {
+	retryable := o.Retryable != nil && *o.Retryable
+	switch {
+	case o.ErrorType == "":
+		return idemhttp.InFlightProblem(a.retryAfter())
+	case o.ErrorType == "payload_mismatch":
+		return idemhttp.ProblemKeyReused
+	case retryable:
+		p := idemhttp.UnavailableProblem("the task could not run now ("+o.ErrorType+"); retry it with the same key", a.retryAfter())
+		p.Code = o.ErrorType
+		return p
+	case o.Decision == handler.DecisionRejected: // refused before any claim: the request itself is wrong
+		p := idemhttp.MalformedBodyProblem(o.ErrorMessage)
+		p.Code = o.ErrorType
+		return p
+	}
+	return idemhttp.Problem{Type: TypeTaskFailed, Title: "The task failed for good", Status: http.StatusUnprocessableEntity,
+		Code: o.ErrorType, Detail: o.ErrorMessage, Replayed: o.Duplicate}
+}
+
+func (a *API) state(ctx context.Context, w http.ResponseWriter, r *http.Request, id string) {
+	tenant := r.URL.Query().Get("tenant_id")
+	if tenant == "" && !keyPattern.MatchString(id) {
+		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.TypeKeyMalformed, Title: "Not a task key",
+			Status: http.StatusBadRequest,
+			Detail: "GET /tasks/{idempotency_key} takes K (64 lowercase hex, the outcome's idempotency_key), " +
+				"or your Idempotency-Key with ?tenant_id="})
+		return
+	}
+	st, err := a.Pipeline.Task(ctx, id, tenant)
+	switch {
+	case errors.Is(err, handler.ErrUnknownKey):
+		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.TypeNotFound, Title: "Unknown task",
+			Status: http.StatusNotFound, Detail: "no task has this key (or its record has been purged)"})
+	case err != nil:
+		a.Log.WarnContext(ctx, "task state unavailable", "error", err.Error())
+		idemhttp.WriteProblem(w, idemhttp.UnavailableProblem("the task's record could not be read", a.retryAfter()))
+	default:
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// asyncWriter marks every failure so that FC's async invocation retries it
+// (or, past its retries, sends it to the failure destination), as it does a
+// failed event (docs/design.md §3).
+type asyncWriter struct{ http.ResponseWriter }
+
+func (w asyncWriter) WriteHeader(status int) {
+	if status >= 300 {
+		w.Header().Set("x-fc-status", "404")
+	}
+	w.ResponseWriter.WriteHeader(status)
+}

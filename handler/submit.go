@@ -1,0 +1,118 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/idemgate/idemgate/handler/event"
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/idempotency/keys"
+)
+
+// HTTPEventSource is the event_source a task submitted over HTTP records.
+const HTTPEventSource = "idemgate/http"
+
+// Submit runs a task submitted over HTTP (POST /tasks, docs/api.md): data is
+// the task's data object as an event carries it, key the request's
+// Idempotency-Key. The key is the task's idempotency_key, so K is what an
+// event of the same tenant naming that idempotency_key derives
+// (docs/design.md §4): a task submitted over HTTP and delivered again as an
+// event runs once. A body naming another idempotency_key is refused.
+func (p *Pipeline) Submit(ctx context.Context, data []byte, key string, meta Meta) (o Outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.Log.ErrorContext(ctx, "panic while handling the submission", "panic", fmt.Sprint(v))
+			o = failure(Outcome{RequestID: meta.RequestID}, idempotency.Retryable("panic", fmt.Errorf("panic: %v", v)))
+		}
+	}()
+	if meta.RequestID == "" {
+		meta.RequestID = newOwner("no-request-id")
+	}
+	ctx = TraceInvocation(ctx, meta, p.Log)
+	t, err := p.taskOf(data, key, meta)
+	if err != nil {
+		o := failure(Outcome{RequestID: meta.RequestID}, err)
+		p.Log.WarnContext(ctx, "submission rejected", "errorType", o.ErrorType, "error", o.ErrorMessage, "body_bytes", len(data))
+		return o
+	}
+	return p.runTask(ctx, t, meta, meta.RequestID)
+}
+
+// taskOf reads data as the data of a task event whose idempotency_key is key.
+func (p *Pipeline) taskOf(data []byte, key string, meta Meta) (*event.Task, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil || members == nil {
+		return nil, idempotency.Final(event.TypeInvalidRequest, errors.New("the body must be a JSON object: the task's data"))
+	}
+	if raw, ok := members["idempotency_key"]; ok {
+		var named string
+		if json.Unmarshal(raw, &named) != nil || named != key {
+			return nil, idempotency.Final(event.TypeInvalidRequest,
+				errors.New("idempotency_key in the body differs from the Idempotency-Key header: send one of them, or the same"))
+		}
+	} else {
+		data = withMember(data, "idempotency_key", key)
+	}
+	// The same envelope an EventBridge delivery has: one parser, one set of
+	// rules for the task's data, whichever entry it came by.
+	id, _ := json.Marshal(meta.RequestID)
+	env := fmt.Appendf(nil, `{"specversion":"1.0","id":%s,"source":%q,"type":"idemgate:Task:Submitted",`+
+		`"datacontenttype":"application/json","data":%s}`, id, HTTPEventSource, data)
+	inv, err := event.ParseWith(env, event.Options{KeyFallback: p.KeyFallback})
+	if err != nil {
+		return nil, err
+	}
+	return inv.Tasks[0], nil
+}
+
+// withMember adds "name": value to a JSON object's bytes.
+func withMember(obj []byte, name, value string) []byte {
+	n, _ := json.Marshal(name)
+	v, _ := json.Marshal(value)
+	out := append(append(append([]byte{'{'}, n...), ':'), v...)
+	obj = bytes.TrimSpace(obj) // an object: json.Unmarshal said so
+	if len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0 {
+		return append(out, '}')
+	}
+	return append(append(out, ','), obj[1:]...)
+}
+
+// TaskState is what GET /tasks/{idempotency_key} answers: the record's state
+// without its internals (no lease owner, no secrets: records hold none).
+type TaskState struct {
+	IdempotencyKey string `json:"idempotency_key"`
+	Status         string `json:"status"`
+	Attempt        int    `json:"attempt"`
+	ResultRef      string `json:"result_ref,omitempty"`
+	Finish         string `json:"finish,omitempty"`
+	ErrorType      string `json:"errorType,omitempty"`
+	ErrorMessage   string `json:"errorMessage,omitempty"`
+	CreatedAt      string `json:"created_at"`
+	UpdatedAt      string `json:"updated_at"`
+}
+
+// Task reads K's state; ErrUnknownKey when there is no record. With a
+// tenant, id is the client's idempotency key and K is derived from both.
+func (p *Pipeline) Task(ctx context.Context, id, tenant string) (TaskState, error) {
+	k := id
+	if tenant != "" {
+		var err error
+		if k, err = keys.Explicit(tenant, id); err != nil {
+			return TaskState{}, idempotency.Final(event.TypeInvalidRequest, err)
+		}
+	}
+	rec, err := p.Engine.Get(ctx, k)
+	if errors.Is(err, driver.ErrNotFound) {
+		return TaskState{}, ErrUnknownKey
+	}
+	if err != nil {
+		return TaskState{}, err
+	}
+	return TaskState{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, ResultRef: rec.ResultRef,
+		Finish: string(rec.Finish), ErrorType: rec.LastErrorCode, ErrorMessage: rec.LastError,
+		CreatedAt: rec.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"), UpdatedAt: rec.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z")}, nil
+}
