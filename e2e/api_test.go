@@ -76,7 +76,6 @@ func problem(t *testing.T, a answer, status int, typ string) map[string]any {
 	return m
 }
 
-
 func TestHTTPTaskAPI(t *testing.T) {
 	llm := newLLMFake(t, 0)
 	env := append(llm.Env(), "MYSQL_DSN="+testenv.MySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t), "STATE_DIR="+t.TempDir())

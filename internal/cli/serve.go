@@ -14,8 +14,8 @@ import (
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/customruntime"
-	"github.com/idemgate/idemgate/handler/httpapi"
 	"github.com/idemgate/idemgate/handler/go1"
+	"github.com/idemgate/idemgate/handler/httpapi"
 	"github.com/idemgate/idemgate/handler/llm"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/internal/app"
