@@ -215,7 +215,7 @@ func TestHTTPTaskAPIConcurrent(t *testing.T) {
 		switch {
 		case a.status == 200 && a.json(t)["duplicate"] == false:
 			fresh++
-		case a.status == 200 && a.header.Get(idemhttp.HeaderReplayed) == "true":
+		case a.status == 200 && a.header.Get(idemhttp.HeaderReplayed) == "true" && a.json(t)["status"] == "SUCCEEDED":
 		case a.status == 409 && a.header.Get("Retry-After") != "":
 			problem(t, a, 409, idemhttp.TypeInFlight)
 		default:
