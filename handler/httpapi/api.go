@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/idemhttp"
 )
 
@@ -85,7 +86,7 @@ func (a *API) submit(ctx context.Context, w http.ResponseWriter, r *http.Request
 		return
 	}
 	o := a.Pipeline.Submit(ctx, body, key, meta)
-	if o.ErrorType == "" && o.Status != "RUNNING" {
+	if o.ErrorType == "" && o.Status != string(driver.StatusRunning) {
 		writeOutcome(w, o)
 		return
 	}
