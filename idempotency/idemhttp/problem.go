@@ -77,7 +77,7 @@ func KeyProblem(err error) Problem {
 			Detail: `this route requires the Idempotency-Key header, a quoted string such as "8e03978e-40d5-43e8-bc93-6894a57f9324"`}
 	}
 	return Problem{Type: TypeKeyMalformed, Title: "Idempotency-Key is malformed", Status: http.StatusBadRequest,
-		Detail: "the Idempotency-Key header is unusable: " + err.Error()}
+		Detail: err.Error()}
 }
 
 // Problems of the request and of the key's state, shared with the

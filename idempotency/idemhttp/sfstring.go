@@ -12,10 +12,10 @@ const MaxKeyLength = 255
 
 // Errors ParseKey returns; every one is a 400 naming the header.
 var (
-	ErrKeyMalformed = errors.New("idempotency-key: not an RFC 8941 sf-string")
-	ErrKeyEmpty     = errors.New("idempotency-key: empty")
-	ErrKeyTooLong   = fmt.Errorf("idempotency-key: longer than %d characters", MaxKeyLength)
-	ErrKeyRepeated  = errors.New("idempotency-key: sent more than once")
+	ErrKeyMalformed = errors.New("the Idempotency-Key header is not an RFC 8941 sf-string")
+	ErrKeyEmpty     = errors.New("the Idempotency-Key header is an empty string")
+	ErrKeyTooLong   = fmt.Errorf("the Idempotency-Key header is longer than %d characters", MaxKeyLength)
+	ErrKeyRepeated  = errors.New("the Idempotency-Key header is sent more than once")
 )
 
 // ParseKey reads the Idempotency-Key field (all its lines, as
