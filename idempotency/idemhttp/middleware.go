@@ -18,7 +18,6 @@ import (
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/jcs"
 	"github.com/idemgate/idemgate/idempotency/keys"
-	"github.com/idemgate/idemgate/internal/logx"
 )
 
 // Middleware makes POST-like routes safe to retry with an Idempotency-Key.
@@ -153,8 +152,6 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, *p)
 		return
 	}
-	ctx := logx.With(r.Context(), slog.String("request_id", req.Owner), slog.String("idempotency_key", req.Key))
-	r = r.WithContext(ctx)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	rt.serve(w, r, req)
 }
@@ -210,13 +207,15 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, req idempotency.C
 	switch {
 	case fresh != nil: // it ran here: its own answer, stored or not
 		if err != nil && !isHTTPRetry(err) {
-			rt.m.log.ErrorContext(ctx, "the response was answered but could not be stored", "error", err.Error())
+			rt.m.log.ErrorContext(ctx, "the response was answered but could not be stored", "request_id", req.Owner,
+				"idempotency_key", req.Key, "error", err.Error())
 		}
 		fresh.write(w, false)
 	case err == nil:
 		resp.write(w, true)
 	default:
-		rt.m.log.InfoContext(ctx, "answered without running", "decision", string(out.Decision), "error", err.Error())
+		rt.m.log.InfoContext(ctx, "answered without running", "request_id", req.Owner, "idempotency_key", req.Key,
+			"decision", string(out.Decision), "error", err.Error())
 		WriteProblem(w, rt.m.problemOf(err, out))
 	}
 }
