@@ -138,6 +138,10 @@ func TestHTTPTaskAPI(t *testing.T) {
 	if a := inst.invoke(t, taskEvent("ev-"+nonce(), "control "+nonce(), nil), "fc-"+nonce(), nil); a.status != 200 {
 		t.Fatalf("/invoke: %d %s", a.status, a.body)
 	}
+	out := inst.Output()
+	if strings.Contains(out, "SECRET-must-not-leak") || !strings.Contains(out, `"idempotency_key":"`+k+`"`) {
+		t.Fatalf("the instance's log holds the invocation's secret, or never names the task's key:\n%s", out)
+	}
 }
 
 // TestHTTPTaskAPIBadInput: every refusal is problem+json and changes
