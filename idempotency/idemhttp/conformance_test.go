@@ -205,7 +205,15 @@ func TestConformance(t *testing.T) {
 			for _, c := range conformanceCases {
 				t.Run(c.name, func(t *testing.T) { c.run(t, newApp(t, b)) })
 			}
-			t.Run("waits for the request in flight", func(t *testing.T) { waitInFlight(t, newApp(t, b, idempotency.WithWaitInFlight(10*time.Second))) })
+			t.Run("waits for the request in flight", func(t *testing.T) {
+				met := make(chan struct{}, 8) // a claim met the first request's live lease
+				a := newApp(t, b, idempotency.WithWaitInFlight(10*time.Second), idempotency.WithObserver(func(d idempotency.Decision, _ bool) {
+					if d == idempotency.DecisionRepeatOther {
+						met <- struct{}{}
+					}
+				}))
+				waitInFlight(t, a, met)
+			})
 			t.Run("32 concurrent identical requests run once", func(t *testing.T) { concurrent(t, newApp(t, b)) })
 		})
 	}
@@ -409,14 +417,14 @@ var conformanceCases = []struct {
 
 // waitInFlight: with the engine's WithWaitInFlight, a repeat that meets the
 // first request waits for its response instead of 409.
-func waitInFlight(t *testing.T, a *app) {
+func waitInFlight(t *testing.T, a *app, met <-chan struct{}) {
 	k := newKey(t)
 	first := make(chan reply)
 	go func() { first <- a.post("/slow", k, "acme", "", "x") }()
 	<-a.started
 	second := make(chan reply)
 	go func() { second <- a.post("/slow", k, "acme", "", "x") }()
-	time.Sleep(200 * time.Millisecond) // the repeat is waiting by now (nothing to observe from outside)
+	<-met // the repeat met the lease: without the wait it would answer 409 now
 	close(a.gate)
 	<-first
 	r := <-second
