@@ -1,0 +1,69 @@
+package idemhttp_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/idemhttp"
+	"github.com/idemgate/idemgate/idempotency/idemtest"
+	"github.com/idemgate/idemgate/idempotency/keys"
+)
+
+// WithFingerprint plugs a field selection in: a repeat that differs only in
+// an unselected field is a repeat; one that differs in a selected field is
+// 422; a body the selection cannot read is 400.
+func TestWithFingerprint(t *testing.T) {
+	s, err := boltstore.Open(t.TempDir(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var runs atomic.Int64
+	m := idemhttp.New(idempotency.New(s, idempotency.WithLogger(idemtest.TestLogger(t))),
+		idemhttp.WithFingerprint(func(_ *http.Request, body []byte) ([]byte, error) {
+			k, err := keys.FromPaths(body, "sku", "quantity")
+			return []byte(k), err
+		}))
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "order %d", runs.Add(1))
+	})))
+	t.Cleanup(srv.Close)
+	post := func(body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set(idemhttp.HeaderKey, `"fp-1"`)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	cases := []struct {
+		name, body string
+		status     int
+		answer     string
+	}{
+		{"first", `{"sku":"a","quantity":1,"trace":"t1"}`, 200, "order 1"},
+		{"only an unselected field differs", `{"trace":"t2","quantity":1,"sku":"a"}`, 200, "order 1"},
+		{"a selected field differs", `{"sku":"a","quantity":2,"trace":"t1"}`, 422, ""},
+		{"the selection cannot read it", `{"sku":"a"}`, 400, ""},
+	}
+	for _, c := range cases {
+		status, answer := post(c.body)
+		if status != c.status || (c.answer != "" && answer != c.answer) {
+			t.Fatalf("%s: %d %s", c.name, status, answer)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("%d runs", runs.Load())
+	}
+}
