@@ -233,3 +233,35 @@ func TestHTTPTaskAPIConcurrent(t *testing.T) {
 		t.Fatalf("after the burst: %d %s", a.status, a.body)
 	}
 }
+
+// TestHTTPTaskAPIRetryable: a retryable failure (the model answers 503) is
+// 503 with Retry-After and not stored; the client's retry with the same key
+// runs the task again and succeeds; a FINAL one (400) is 422 task-failed, to
+// every repeat.
+func TestHTTPTaskAPIRetryable(t *testing.T) {
+	llm := newLLMFake(t, 0)
+	inst := start(t, append(llm.Env(), "STATE_DIR="+t.TempDir())...)
+	llm.Set(func(n int64) (time.Duration, int) { return 0, map[bool]int{true: 503, false: 200}[n == 1] })
+	key, body := "retry-"+nonce(), taskData("retryable "+nonce(), nil)
+	p := problem(t, inst.request(t, "POST", "/tasks", key, "application/json", body, nil), 503, idemhttp.TypeUnavailable)
+	if p["retryable"] != true || p["code"] == "" {
+		t.Fatalf("problem %v", p)
+	}
+	a := inst.request(t, "POST", "/tasks", key, "application/json", body, nil)
+	if m := a.json(t); a.status != 200 || m["status"] != "SUCCEEDED" || m["decision"] != "TAKEOVER" || m["attempt"] != float64(2) {
+		t.Fatalf("the retry: %d %s", a.status, a.body)
+	}
+
+	llm.Set(func(int64) (time.Duration, int) { return 0, 400 })
+	key, body = "final-"+nonce(), taskData("final "+nonce(), nil)
+	first := inst.request(t, "POST", "/tasks", key, "application/json", body, nil)
+	problem(t, first, 422, "https://github.com/idemgate/idemgate/blob/main/docs/api.md#task-failed")
+	again := inst.request(t, "POST", "/tasks", key, "application/json", body, nil)
+	problem(t, again, 422, "https://github.com/idemgate/idemgate/blob/main/docs/api.md#task-failed")
+	if first.header.Get(idemhttp.HeaderReplayed) != "" || again.header.Get(idemhttp.HeaderReplayed) != "true" {
+		t.Fatalf("replay marks: first %v, again %v", first.header, again.header)
+	}
+	if calls := llm.Total(); calls != 3 {
+		t.Fatalf("%d model calls, want 3 (503, 200, 400; the FINAL repeat runs nothing)", calls)
+	}
+}
