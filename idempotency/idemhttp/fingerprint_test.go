@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,5 +66,45 @@ func TestWithFingerprint(t *testing.T) {
 	}
 	if runs.Load() != 1 {
 		t.Fatalf("%d runs", runs.Load())
+	}
+}
+
+// The server's deadline reaches the handler (a client's hang-up does not):
+// a handler cut short by it answers 504, which is not stored, and the retry
+// runs again.
+func TestServerDeadlineReachesTheHandler(t *testing.T) {
+	s, err := boltstore.Open(t.TempDir(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var runs atomic.Int64
+	h := idemhttp.New(idempotency.New(s, idempotency.WithLogger(idemtest.TestLogger(t)))).Handler(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			select {
+			case <-r.Context().Done():
+				w.WriteHeader(http.StatusGatewayTimeout)
+			case <-time.After(5 * time.Second):
+				fmt.Fprint(w, "finished")
+			}
+		}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 50*time.Millisecond) // the server's bound on a request
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+	t.Cleanup(srv.Close)
+	for i := 1; i <= 2; i++ {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+		req.Header.Set(idemhttp.HeaderKey, `"deadline"`)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusGatewayTimeout || runs.Load() != int64(i) {
+			t.Fatalf("try %d: %d, %d runs", i, resp.StatusCode, runs.Load())
+		}
 	}
 }

@@ -191,8 +191,14 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, req idempotency.C
 	var fresh *stored
 	// Detached from the client's connection: a client that gives up must not
 	// leave the action half done; its retry meets the lease (409) or the
-	// stored response. The lease still ends the work if it is lost.
+	// stored response. The server's deadline stays (the lease is clamped to
+	// it), and the lease still ends the work if it is lost.
 	ctx := context.WithoutCancel(r.Context())
+	if dl, ok := r.Context().Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
 	resp, out, err := idempotency.Run(ctx, rt.m.eng, req, func(ctx context.Context, _ *idempotency.Lease) (stored, error) {
 		rec := newRecorder()
 		rt.h.ServeHTTP(rec, r.WithContext(ctx))
