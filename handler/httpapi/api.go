@@ -18,6 +18,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -153,4 +154,14 @@ func (w asyncWriter) WriteHeader(status int) {
 		w.Header().Set("x-fc-status", "404")
 	}
 	w.ResponseWriter.WriteHeader(status)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil { // the answer types always encode
+		status, body = http.StatusInternalServerError, []byte(`{"errorType":"internal"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
 }
