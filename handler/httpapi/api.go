@@ -35,8 +35,11 @@ import (
 // for the other fields. (FC's own bound is 128 KB for an async invocation.)
 const MaxBody = handler.MaxInputBytes + 64<<10
 
-// TypeTaskFailed is the problem type of a task that failed for good.
-const TypeTaskFailed = idemhttp.ProblemBase + "task-failed"
+// Problem types of the task routes besides idemhttp's.
+const (
+	TypeTaskFailed       = idemhttp.ProblemBase + "task-failed"        // 422: the task failed FINAL
+	TypeMethodNotAllowed = idemhttp.ProblemBase + "method-not-allowed" // 405, with Allow
+)
 
 // API serves the task routes.
 type API struct {
@@ -53,19 +56,26 @@ func (a *API) Serve(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		w = asyncWriter{w}
 	}
 	id, isTask := strings.CutPrefix(r.URL.Path, "/tasks/")
+	one := isTask && id != "" && !strings.Contains(id, "/") // /tasks/{idempotency_key}
 	switch {
 	case r.URL.Path == "/tasks" && r.Method == http.MethodPost:
 		a.submit(ctx, w, r, meta)
-	case isTask && id != "" && !strings.Contains(id, "/") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+	case one && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		a.state(ctx, w, r, id)
-	case r.URL.Path == "/tasks" || isTask:
-		w.Header().Set("Allow", map[bool]string{true: "POST", false: "GET, HEAD"}[r.URL.Path == "/tasks"])
-		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.ProblemBase + "method-not-allowed",
-			Title: "Method not allowed", Status: http.StatusMethodNotAllowed, Detail: "POST /tasks, GET /tasks/{idempotency_key}"})
+	case r.URL.Path == "/tasks":
+		methodNotAllowed(w, "POST")
+	case one:
+		methodNotAllowed(w, "GET, HEAD")
 	default:
 		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.TypeNotFound, Title: "Not found",
 			Status: http.StatusNotFound, Detail: "no such route: POST /tasks, GET /tasks/{idempotency_key}"})
 	}
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	idemhttp.WriteProblem(w, idemhttp.Problem{Type: TypeMethodNotAllowed,
+		Title: "Method not allowed", Status: http.StatusMethodNotAllowed, Detail: "POST /tasks, GET /tasks/{idempotency_key}"})
 }
 
 func (a *API) retryAfter() time.Duration {

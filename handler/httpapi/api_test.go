@@ -1,0 +1,100 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/handler/httpapi"
+	"github.com/idemgate/idemgate/idempotency/idemhttp"
+	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/logx"
+)
+
+// api is the task API on the wired function (the embedded store, the
+// offline model), served in-process.
+func api(t *testing.T) *httptest.Server {
+	env := map[string]string{"STATE_DIR": t.TempDir(), "LLM_MODEL": config.OfflineModel}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	a, err := app.Open(cfg, log, &logx.Redactor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	h := &httpapi.API{Pipeline: a.Pipeline, Log: log}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.Serve(r.Context(), w, r, handler.Meta{RequestID: r.Header.Get("x-fc-request-id"), RetryCount: -1})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+const task = `{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{"content":"in-process"}}`
+
+func TestRoutes(t *testing.T) {
+	srv := api(t)
+	do := func(method, path, key, body string, header map[string]string) (*http.Response, map[string]any) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set(idemhttp.HeaderKey, key)
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp, m
+	}
+	first, out := do("POST", "/tasks", `"k1"`, task, nil)
+	if first.StatusCode != 200 || out["status"] != "SUCCEEDED" {
+		t.Fatalf("%d %v", first.StatusCode, out)
+	}
+	k := out["idempotency_key"].(string)
+	cases := []struct {
+		name, method, path, key, body string
+		header                        map[string]string
+		status                        int
+		typ, allow, replayed, fcStat  string
+	}{
+		{name: "repeat", method: "POST", path: "/tasks", key: `"k1"`, body: task, status: 200, replayed: "true"},
+		{name: "state by K", method: "GET", path: "/tasks/" + k, status: 200},
+		{name: "state by key and tenant", method: "GET", path: "/tasks/k1?tenant_id=acme", status: 200},
+		{name: "state of another tenant's key", method: "GET", path: "/tasks/k1?tenant_id=globex", status: 404, typ: idemhttp.TypeNotFound},
+		{name: "PUT /tasks", method: "PUT", path: "/tasks", status: 405, typ: httpapi.TypeMethodNotAllowed, allow: "POST"},
+		{name: "DELETE a task", method: "DELETE", path: "/tasks/" + k, status: 405, typ: httpapi.TypeMethodNotAllowed, allow: "GET, HEAD"},
+		{name: "a deeper path", method: "GET", path: "/tasks/a/b", status: 404, typ: idemhttp.TypeNotFound},
+		{name: "another path", method: "POST", path: "/orders", status: 404, typ: idemhttp.TypeNotFound},
+		{name: "async failure is marked for FC", method: "POST", path: "/tasks", key: `"k2"`, body: `{}`,
+			header: map[string]string{"X-Fc-Invocation-Type": "Async"}, status: 400, typ: idemhttp.TypeMalformedBody, fcStat: "404"},
+		{name: "async replay is not", method: "POST", path: "/tasks", key: `"k1"`, body: task,
+			header: map[string]string{"X-Fc-Invocation-Type": "async"}, status: 200, replayed: "true"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, m := do(c.method, c.path, c.key, c.body, c.header)
+			if resp.StatusCode != c.status || resp.Header.Get("Allow") != c.allow ||
+				resp.Header.Get(idemhttp.HeaderReplayed) != c.replayed || resp.Header.Get("x-fc-status") != c.fcStat {
+				t.Fatalf("%d %v %v", resp.StatusCode, resp.Header, m)
+			}
+			if c.typ != "" && (m["type"] != c.typ || resp.Header.Get("Content-Type") != "application/problem+json") {
+				t.Fatalf("problem %v, want %s", m, c.typ)
+			}
+		})
+	}
+}
