@@ -81,9 +81,9 @@ func TestRoutes(t *testing.T) {
 		{name: "a deeper path", method: "GET", path: "/tasks/a/b", status: 404, typ: idemhttp.TypeNotFound},
 		{name: "another path", method: "POST", path: "/orders", status: 404, typ: idemhttp.TypeNotFound},
 		{name: "async failure is marked for FC", method: "POST", path: "/tasks", key: `"k2"`, body: `{}`,
-			header: map[string]string{"X-Fc-Invocation-Type": "Async"}, status: 400, typ: idemhttp.TypeMalformedBody, fcStat: "404"},
+			header: map[string]string{"X-Fc-Invocation-Type": "async"}, status: 400, typ: idemhttp.TypeMalformedBody, fcStat: "404"},
 		{name: "async replay is not", method: "POST", path: "/tasks", key: `"k1"`, body: task,
-			header: map[string]string{"X-Fc-Invocation-Type": "async"}, status: 200, replayed: "true"},
+			header: map[string]string{"X-Fc-Invocation-Type": "Async"}, status: 200, replayed: "true"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
