@@ -45,6 +45,10 @@ type Server struct {
 	shutdownErr  error
 }
 
+// httpInvokePath is the control path FC sends with an HTTP trigger's request
+// (the request's own path, method and headers stay as the client sent them).
+const httpInvokePath = "/http-invoke"
+
 // ServeHTTP routes one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.Header.Get("x-fc-control-path")
@@ -61,7 +65,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/pre-freeze" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
 		// A frozen instance may never be thawed: flush as before a stop.
 		s.lifecycle(w, r, "PreFreeze", s.preStop)
-	case s.API != nil && r.Header.Get("x-fc-control-path") == "":
+	case s.API != nil && (path == r.URL.Path || path == httpInvokePath):
 		ctx, meta, end := s.begin(r)
 		defer end()
 		s.API(ctx, w, r, meta)

@@ -136,6 +136,7 @@ func TestAPIRouting(t *testing.T) {
 		{"pre-freeze stays FC's", "POST", "/pre-freeze", "", 200},
 		{"an unknown control path is not the API's", "POST", "/tasks", "/nope", 404},
 		{"tasks go to the API", "POST", "/tasks", "", 299},
+		{"an HTTP trigger's request goes to the API", "POST", "/tasks", "/http-invoke", 299},
 		{"any other path goes to the API", "GET", "/nope", "", 299},
 		{"GET /invoke goes to the API", "GET", "/invoke", "", 299},
 	}
