@@ -26,6 +26,7 @@ func (i *instance) request(t *testing.T, method, path, key, contentType string, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("x-fc-control-path", "/http-invoke") // what FC sends with an HTTP trigger's request
 	req.Header.Set("x-fc-request-id", "fc-"+nonce())
 	req.Header.Set("x-fc-function-timeout", "60")
 	req.Header.Set("x-fc-access-key-secret", "SECRET-must-not-leak-"+nonce())
