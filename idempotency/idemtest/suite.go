@@ -86,6 +86,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("DoRunsOnceAndAnswersDuplicates", func(t *testing.T) { doOnce(t, h) })
 	t.Run("DoRecordsPanic", func(t *testing.T) { doPanic(t, h) })
 	t.Run("LeaseNeverOutlivesDeadline", func(t *testing.T) { leaseDeadline(t, h) })
+	t.Run("HTTPMiddleware", func(t *testing.T) { RunHTTP(t, h) }) // idemhttp on this configuration (http.go)
 	if h.Fast != nil {
 		t.Run("FastLayerAnswersDuplicates", func(t *testing.T) { fastAnswers(t, h) })
 		t.Run("FastDownMidClaim", func(t *testing.T) { fastDownMidClaim(t, h) })
