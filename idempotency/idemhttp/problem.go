@@ -11,7 +11,7 @@ import (
 // docs/api.md saying what it means and what a client does about it.
 const ProblemBase = "https://github.com/idemgate/idemgate/blob/main/docs/api.md#"
 
-// Problem types (RFC 9457 §3.1.1), one per case.
+// Problem types (RFC 9457), one per case; docs/api.md has a section for each.
 const (
 	TypeKeyMissing       = ProblemBase + "key-missing"            // 400: the route requires Idempotency-Key
 	TypeKeyMalformed     = ProblemBase + "key-malformed"          // 400: not an sf-string, empty, too long, repeated

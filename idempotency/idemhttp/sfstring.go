@@ -21,8 +21,8 @@ var (
 // ParseKey reads the Idempotency-Key field (all its lines, as
 // http.Header.Values gives them). present is false when the field is absent.
 // The value is an RFC 8941 Item whose bare item is an sf-string
-// (draft-ietf-httpapi-idempotency-key-header §2); parameters are parsed and
-// ignored, as RFC 8941 §4.2 asks of a recipient that does not know them.
+// (draft-ietf-httpapi-idempotency-key-header); parameters are parsed and
+// ignored, as RFC 8941 asks of a recipient that does not know them.
 // Anything else — a token, two lines, trailing garbage — is refused: two
 // clients must never reach the same key through two spellings of it.
 func ParseKey(lines []string) (key string, present bool, err error) {
@@ -79,7 +79,7 @@ func FormatKey(key string) (string, error) {
 	return b.String(), nil
 }
 
-// parseString parses an sf-string at the start of s (RFC 8941 §4.2.5).
+// parseString parses an sf-string at the start of s (RFC 8941).
 func parseString(s string) (string, string, error) {
 	if s == "" || s[0] != '"' {
 		return "", s, fmt.Errorf("%w: it must be a quoted string, e.g. \"8e03978e-40d5-43e8-bc93-6894a57f9324\"", ErrKeyMalformed)
@@ -105,7 +105,7 @@ func parseString(s string) (string, string, error) {
 	return "", s, fmt.Errorf("%w: the closing quote is missing", ErrKeyMalformed)
 }
 
-// skipParameters consumes *( ";" *SP key [ "=" bare-item ] ) (RFC 8941 §4.2.3.2).
+// skipParameters consumes *( ";" *SP key [ "=" bare-item ] ), the parameters of an RFC 8941 Item.
 func skipParameters(s string) (string, error) {
 	for s != "" && s[0] == ';' {
 		s = strings.TrimLeft(s[1:], " ")
@@ -199,7 +199,7 @@ func skipNumber(s string, bad error) (string, error) {
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-// isTchar: RFC 9110 §5.6.2 token characters.
+// isTchar: the token characters of RFC 9110.
 func isTchar(c byte) bool {
 	return isDigit(c) || isAlpha(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
