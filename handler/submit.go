@@ -89,6 +89,10 @@ type TaskState struct {
 	Attempt        int    `json:"attempt"`
 	ResultRef      string `json:"result_ref,omitempty"`
 	Finish         string `json:"finish,omitempty"`
+	// Purged: the record was retired to its tombstone (docs/design.md §6),
+	// which answers repeats with the same outcome until the task's objects
+	// have expired.
+	Purged bool `json:"purged,omitempty"`
 	ErrorType      string `json:"errorType,omitempty"`
 	ErrorMessage   string `json:"errorMessage,omitempty"`
 	CreatedAt      string `json:"created_at"`
@@ -113,6 +117,6 @@ func (p *Pipeline) Task(ctx context.Context, id, tenant string) (TaskState, erro
 		return TaskState{}, err
 	}
 	return TaskState{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, ResultRef: rec.ResultRef,
-		Finish: string(rec.Finish), ErrorType: rec.LastErrorCode, ErrorMessage: rec.LastError,
+		Finish: string(rec.Finish), Purged: rec.Tombstone, ErrorType: rec.LastErrorCode, ErrorMessage: rec.LastError,
 		CreatedAt: rec.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"), UpdatedAt: rec.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z")}, nil
 }
