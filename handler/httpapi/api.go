@@ -145,7 +145,7 @@ func (a *API) state(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	switch {
 	case errors.Is(err, handler.ErrUnknownKey):
 		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.TypeNotFound, Title: "Unknown task",
-			Status: http.StatusNotFound, Detail: "no task has this key (or its record has been purged)"})
+			Status: http.StatusNotFound, Detail: "no task has this key (or it is so old that even its tombstone has gone)"})
 	case err != nil:
 		a.Log.WarnContext(ctx, "task state unavailable", "idempotency_key", id, "error", err.Error())
 		idemhttp.WriteProblem(w, idemhttp.UnavailableProblem("the task's record could not be read", a.retryAfter()))
