@@ -248,7 +248,16 @@ func TestHTTPTaskAPIRetryable(t *testing.T) {
 	if p["retryable"] != true || p["code"] == "" {
 		t.Fatalf("problem %v", p)
 	}
+	// A retry within the failure's back-off (1 s) is 503 retry_later, its
+	// Retry-After the back-off; the retry after it runs the task again.
 	a := inst.request(t, "POST", "/tasks", key, "application/json", body, nil)
+	for a.status == 503 && a.json(t)["code"] == "retry_later" {
+		if ra := a.header.Get("Retry-After"); ra != "1" {
+			t.Fatalf("Retry-After %q within a 1 s back-off", ra)
+		}
+		time.Sleep(200 * time.Millisecond)
+		a = inst.request(t, "POST", "/tasks", key, "application/json", body, nil)
+	}
 	if m := a.json(t); a.status != 200 || m["status"] != "SUCCEEDED" || m["decision"] != "TAKEOVER" || m["attempt"] != float64(2) {
 		t.Fatalf("the retry: %d %s", a.status, a.body)
 	}

@@ -42,31 +42,26 @@ func (p *Pipeline) Submit(ctx context.Context, data []byte, key string, meta Met
 	return p.runTask(ctx, t, meta, meta.RequestID)
 }
 
-// taskOf reads data as the data of a task event whose idempotency_key is key.
+// taskOf reads data as the data of a task event whose idempotency_key is key,
+// with the rules an event's data meets (event.TaskFromData).
 func (p *Pipeline) taskOf(data []byte, key string, meta Meta) (*event.Task, error) {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil || members == nil {
-		return nil, idempotency.Final(event.TypeInvalidRequest, errors.New("the body must be a JSON object: the task's data"))
-	}
-	if raw, ok := members["idempotency_key"]; ok {
-		var named string
-		if json.Unmarshal(raw, &named) != nil || named != key {
-			return nil, idempotency.Final(event.TypeInvalidRequest,
-				errors.New("idempotency_key in the body differs from the Idempotency-Key header: send one of them, or the same"))
-		}
-	} else {
-		data = withMember(data, "idempotency_key", key)
-	}
-	// The same envelope an EventBridge delivery has: one parser, one set of
-	// rules for the task's data, whichever entry it came by.
-	id, _ := json.Marshal(meta.RequestID)
-	env := fmt.Appendf(nil, `{"specversion":"1.0","id":%s,"source":%q,"type":"idemgate:Task:Submitted",`+
-		`"datacontenttype":"application/json","data":%s}`, id, HTTPEventSource, data)
-	inv, err := event.ParseWith(env, event.Options{KeyFallback: p.KeyFallback})
-	if err != nil {
+	opts := event.Options{KeyFallback: p.KeyFallback}
+	t, err := event.TaskFromData(data, opts)
+	switch {
+	case err != nil:
 		return nil, err
+	case t.IdempotencyKey == "":
+		// The data an event naming the key carries: the same fingerprint, and
+		// the key held to the rules of the field.
+		if t, err = event.TaskFromData(withMember(t.Data, "idempotency_key", key), opts); err != nil {
+			return nil, err
+		}
+	case t.IdempotencyKey != key:
+		return nil, idempotency.Final(event.TypeInvalidRequest,
+			errors.New("idempotency_key in the body differs from the Idempotency-Key header: send one of them, or the same"))
 	}
-	return inv.Tasks[0], nil
+	t.EventSource, t.EventID = HTTPEventSource, meta.RequestID
+	return t, nil
 }
 
 // withMember adds "name": value to a JSON object's bytes.
@@ -74,7 +69,7 @@ func withMember(obj []byte, name, value string) []byte {
 	n, _ := json.Marshal(name)
 	v, _ := json.Marshal(value)
 	out := append(append(append([]byte{'{'}, n...), ':'), v...)
-	obj = bytes.TrimSpace(obj) // an object: json.Unmarshal said so
+	obj = bytes.TrimSpace(obj) // an object: event.TaskFromData said so
 	if len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0 {
 		return append(out, '}')
 	}
@@ -92,11 +87,11 @@ type TaskState struct {
 	// Purged: the record was retired to its tombstone (docs/design.md §6),
 	// which answers repeats with the same outcome until the task's objects
 	// have expired.
-	Purged bool `json:"purged,omitempty"`
-	ErrorType      string `json:"errorType,omitempty"`
-	ErrorMessage   string `json:"errorMessage,omitempty"`
-	CreatedAt      string `json:"created_at"`
-	UpdatedAt      string `json:"updated_at"`
+	Purged       bool   `json:"purged,omitempty"`
+	ErrorType    string `json:"errorType,omitempty"`
+	ErrorMessage string `json:"errorMessage,omitempty"`
+	CreatedAt    string `json:"created_at"`
+	UpdatedAt    string `json:"updated_at"`
 }
 
 // Task reads K's state; ErrUnknownKey when there is no record. With a

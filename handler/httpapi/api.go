@@ -101,7 +101,7 @@ func (a *API) submit(ctx context.Context, w http.ResponseWriter, r *http.Request
 		writeOutcome(w, o)
 		return
 	}
-	idemhttp.WriteProblem(w, a.problemOf(o))
+	idemhttp.WriteProblem(w, a.problemOf(ctx, o))
 }
 
 func writeOutcome(w http.ResponseWriter, o handler.Outcome) {
@@ -112,7 +112,7 @@ func writeOutcome(w http.ResponseWriter, o handler.Outcome) {
 }
 
 // problemOf maps a task's failed or in-flight outcome to its answer.
-func (a *API) problemOf(o handler.Outcome) idemhttp.Problem {
+func (a *API) problemOf(ctx context.Context, o handler.Outcome) idemhttp.Problem {
 	retryable := o.Retryable != nil && *o.Retryable
 	switch {
 	case o.ErrorType == "":
@@ -122,6 +122,9 @@ func (a *API) problemOf(o handler.Outcome) idemhttp.Problem {
 	case retryable:
 		p := idemhttp.UnavailableProblem("the task could not run now ("+o.ErrorType+"); retry it with the same key", a.retryAfter())
 		p.Code = o.ErrorType
+		if rec, err := a.Pipeline.Engine.Get(ctx, o.IdempotencyKey); err == nil && o.IdempotencyKey != "" {
+			p.RetryAfter = max(time.Until(rec.RetryAfter), p.RetryAfter) // the back-off of its failure (docs/design.md §6)
+		}
 		return p
 	case o.Decision == handler.DecisionRejected: // refused before any claim: the request itself is wrong
 		p := idemhttp.MalformedBodyProblem(o.ErrorMessage)

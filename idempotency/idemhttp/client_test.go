@@ -39,8 +39,11 @@ func newClientRig(t *testing.T, attempts int) *clientRig {
 	}
 	t.Cleanup(func() { s.Close() })
 	c := &clientRig{status: func(int64) int { return 201 }}
-	m := idemhttp.New(idempotency.New(s, idempotency.WithLogger(idemtest.TestLogger(t)), idempotency.WithMaxAttempts(attempts)),
-		idemhttp.WithRetryAfter(time.Second), idemhttp.WithLogger(idemtest.TestLogger(t)))
+	// No back-off on the server: the server's is idemtest.RunHTTP's case;
+	// here, the client's.
+	eng := idempotency.New(s, idempotency.WithLogger(idemtest.TestLogger(t)), idempotency.WithMaxAttempts(attempts),
+		idempotency.WithRetryBackoff(0))
+	m := idemhttp.New(eng, idemhttp.WithRetryAfter(time.Second), idemhttp.WithLogger(idemtest.TestLogger(t)))
 	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := c.runs.Add(1)
 		if c.gate != nil {

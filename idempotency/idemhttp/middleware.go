@@ -222,7 +222,11 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, req idempotency.C
 	default:
 		rt.m.log.InfoContext(ctx, "answered without running", "request_id", req.Owner, "idempotency_key", req.Key,
 			"decision", string(out.Decision), "error", err.Error())
-		WriteProblem(w, rt.m.problemOf(err, out))
+		p := rt.m.problemOf(err, out)
+		if errors.Is(err, idempotency.ErrRetryLater) {
+			p.RetryAfter = rt.m.backoffLeft(ctx, req.Key)
+		}
+		WriteProblem(w, p)
 	}
 }
 
@@ -249,7 +253,25 @@ func (m *Middleware) problemOf(err error, out idempotency.Outcome) Problem {
 			Status: http.StatusInternalServerError, Replayed: out.Duplicate,
 			Detail: "the key's request failed for good (" + code + "); send a new request with a new key"}
 	}
-	return UnavailableProblem("the request could not be completed ("+code+"); retry it with the same key", m.retryAfter)
+	if code == "retry_later" {
+		p := UnavailableProblem("the key's last try failed in a way a retry may fix; retry the same request with the same key after Retry-After", m.retryAfter)
+		p.Code = code
+		return p
+	}
+	p := UnavailableProblem("the request could not be completed ("+code+"); retry it with the same key", m.retryAfter)
+	p.Code = code
+	return p
+}
+
+// backoffLeft is how long the key's retryable failure is in its back-off
+// (idempotency.WithRetryBackoff): a retry sooner is answered retry_later
+// again. At least the middleware's Retry-After.
+func (m *Middleware) backoffLeft(ctx context.Context, key string) time.Duration {
+	rec, err := m.eng.Get(ctx, key)
+	if err != nil {
+		return m.retryAfter
+	}
+	return max(time.Until(rec.RetryAfter), m.retryAfter)
 }
 
 // Storable reports whether a response of this status is the request's

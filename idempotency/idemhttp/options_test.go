@@ -79,7 +79,7 @@ func TestServerDeadlineReachesTheHandler(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	var runs atomic.Int64
-	h := idemhttp.New(idempotency.New(s, idempotency.WithLogger(idemtest.TestLogger(t)))).Handler(
+	h := idemhttp.New(idempotency.New(s, idempotency.WithLogger(idemtest.TestLogger(t)), idempotency.WithRetryBackoff(0))).Handler(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			runs.Add(1)
 			select {

@@ -38,7 +38,10 @@ const principalHeader = "X-Test-Principal"
 
 func newApp(t *testing.T, h Harness, engOpts ...idempotency.Option) *app {
 	a := &app{t: t, h: h, gate: make(chan struct{}), started: make(chan struct{}, 64)}
-	a.eng = h.NewEngine(t, append([]idempotency.Option{idempotency.WithBlobStore(&MemBlobs{})}, engOpts...)...)
+	// A short back-off after a retryable failure, so that retries run soon
+	// (a test that is about the back-off sets its own).
+	a.eng = h.NewEngine(t, append([]idempotency.Option{idempotency.WithBlobStore(&MemBlobs{}),
+		idempotency.WithRetryBackoff(20 * time.Millisecond)}, engOpts...)...)
 	m := idemhttp.New(a.eng, idemhttp.WithMaxBody(4096), idemhttp.WithStoredHeaders("X-Order"),
 		idemhttp.WithLogger(TestLogger(t)),
 		idemhttp.WithPrincipal(func(r *http.Request) (string, error) {
@@ -96,6 +99,7 @@ type reply struct {
 		Type   string `json:"type"`
 		Status int    `json:"status"`
 		Detail string `json:"detail"`
+		Code   string `json:"code"`
 	}
 }
 
@@ -130,6 +134,19 @@ func (a *app) post(path, key, principal, contentType, body string) reply {
 		}
 	}
 	return r
+}
+
+// postLater is post as a client that honours Retry-After sends it: again
+// while the key's retryable failure is in its back-off (503 retry_later).
+func (a *app) postLater(path, key, principal, contentType, body string) reply {
+	a.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r := a.post(path, key, principal, contentType, body)
+		if r.status != http.StatusServiceUnavailable || r.problem.Code != "retry_later" || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // forget drops, when the test ends, what the key left in the fast layer.
@@ -181,6 +198,19 @@ func RunHTTP(t *testing.T, h Harness) {
 			}
 		}))
 		httpWaitInFlight(t, a, met)
+	})
+	t.Run("a retry within the back-off is 503 with Retry-After and runs nothing", func(t *testing.T) {
+		a := newApp(t, h, idempotency.WithRetryBackoff(3*time.Second))
+		a.answer.Store(http.StatusBadGateway)
+		k := httpKey(t)
+		if r := a.post("/status", k, "acme", "", "x"); r.status != http.StatusBadGateway {
+			t.Fatalf("first: %d", r.status)
+		}
+		r := a.post("/status", k, "acme", "", "x")
+		if r.status != 503 || r.problem.Type != idemhttp.TypeUnavailable || r.problem.Code != "retry_later" ||
+			(r.header.Get("Retry-After") != "2" && r.header.Get("Retry-After") != "3") || a.runs.Load() != 1 {
+			t.Fatalf("%d %v %s, %d runs", r.status, r.header, r.body, a.runs.Load())
+		}
 	})
 	t.Run("32 concurrent identical requests run once", func(t *testing.T) { httpConcurrent(t, newApp(t, h)) })
 }
@@ -329,7 +359,7 @@ var httpCases = []struct {
 			before := a.runs.Load()
 			k := httpKey(t)
 			first := a.post("/status", k, "acme", "", "x")
-			again := a.post("/status", k, "acme", "", "x")
+			again := a.postLater("/status", k, "acme", "", "x")
 			ran := a.runs.Load() - before
 			switch {
 			case first.status != c.status:
@@ -345,11 +375,11 @@ var httpCases = []struct {
 		a.answer.Store(500)
 		k := httpKey(t)
 		for range idempotency.DefaultMaxAttempts {
-			if r := a.post("/status", k, "acme", "", "x"); r.status != 500 {
+			if r := a.postLater("/status", k, "acme", "", "x"); r.status != 500 {
 				t.Fatalf("%d", r.status)
 			}
 		}
-		r := a.post("/status", k, "acme", "", "x")
+		r := a.postLater("/status", k, "acme", "", "x")
 		if r.status != 500 || r.problem.Type != idemhttp.TypeFailed || r.header.Get(idemhttp.HeaderReplayed) != "true" ||
 			a.runs.Load() != idempotency.DefaultMaxAttempts {
 			t.Fatalf("%d %s %v, %d runs", r.status, r.body, r.header, a.runs.Load())
