@@ -126,3 +126,27 @@ func TestHTTPRequestScopes(t *testing.T) {
 		t.Fatal("invalid UTF-8 accepted")
 	}
 }
+
+// Window's action that is not valid UTF-8 never merges two keys (JCS would
+// write both as U+FFFD), and a valid one keeps its key.
+func TestWindowOfInvalidUTF8StaysApart(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	for _, c := range []struct {
+		name string
+		a, b string
+	}{
+		{"two invalid bytes", Window("a\xff", t0, time.Hour), Window("a\xfe", t0, time.Hour)},
+		{"invalid against U+FFFD", Window("a\xff", t0, time.Hour), Window("a\uFFFD", t0, time.Hour)},
+		{"invalid against its hex", Window("a\xff", t0, time.Hour), Window("61ff", t0, time.Hour)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.a == c.b {
+				t.Fatalf("one key %s for two distinct actions", c.a)
+			}
+		})
+	}
+	want := hashStrings("action", "a", "window", "472222", "window_seconds", "3600")
+	if got := Window("a", t0, time.Hour); got != want {
+		t.Fatalf("a valid action's key changed: %s, want %s", got, want)
+	}
+}

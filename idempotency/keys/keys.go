@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/idempotency/jcs"
@@ -166,7 +167,26 @@ func (e *numberError) Unwrap() []error { return e.errs }
 // checked that every value is valid UTF-8.
 func hashStrings(kv ...string) string {
 	var buf [512]byte
-	return sum(jcs.AppendStringObject(buf[:0], kv...))
+	return sum(jcs.AppendStringObject(buf[:0], rawInvalid(kv)...))
+}
+
+// rawInvalid spells each value that is not valid UTF-8 as the hex of its
+// bytes under its name + "\x00raw", a name no document of this package
+// has: JCS would write "a\xff" and "a\xfe" alike (U+FFFD), merging two
+// keys, while valid values keep the documents, and the keys, they had.
+func rawInvalid(kv []string) []string {
+	for i := 1; i < len(kv); i += 2 {
+		if !utf8.ValidString(kv[i]) {
+			out := slices.Clone(kv)
+			for j := 1; j < len(out); j += 2 {
+				if !utf8.ValidString(out[j]) {
+					out[j-1], out[j] = out[j-1]+"\x00raw", hex.EncodeToString([]byte(out[j]))
+				}
+			}
+			return out
+		}
+	}
+	return kv
 }
 
 func sum(b []byte) string {
