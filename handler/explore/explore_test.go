@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,11 @@ var (
 	flagStores = flag.String("stores", "bolt,bolt+redis,mysql,mysql+redis", "store configurations to explore")
 	flagTrace  = flag.Bool("trace", false, "print every seed's trace")
 	flagCopies = flag.Bool("copies", false, "FC sometimes delivers a try twice (changes every seed's world)")
+	flagStop   = flag.Bool("stop", false, "stop every configuration at the first violation (the mutation run)")
 )
+
+// stopped is set at the first violation when -stop is given.
+var stopped atomic.Bool
 
 // TestExplore explores seeds on every store configuration; a failing seed
 // prints its trace and the command that reproduces it.
@@ -37,9 +42,14 @@ func TestExplore(t *testing.T) {
 			be := newBackend(t, name)
 			start, failed := time.Now(), 0
 			for _, seed := range seeds {
+				if *flagStop && stopped.Load() {
+					t.Logf("%s: stopped after seed %d: a violation was found", name, seed-1)
+					break
+				}
 				t.Run(fmt.Sprint(seed), func(t *testing.T) {
 					if !explore(t, be, seed, nonce) {
 						failed++
+						stopped.Store(true)
 					}
 				})
 			}

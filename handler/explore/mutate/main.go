@@ -1,0 +1,281 @@
+// Command mutate scores the recovery explorer (handler/explore) by
+// mutation: each mutant in handler/explore/testdata/mutants re-introduces
+// one known bug, and the explorer, run with the seeds and flags CI runs it
+// with, must find it. Nothing in the tree changes: the mutated file is
+// written to a temporary directory and compiled in with `go test -overlay`.
+//
+// A mutant file is
+//
+//	file: path/relative/to/repo/root.go
+//	why: one line saying which guard this removes
+//	--- old
+//	<exact text that occurs exactly once in the file>
+//	--- new
+//	<replacement text>
+//
+// Usage (from the repository root):
+//
+//	go run ./handler/explore/mutate [-j 2] [-only name,name] -- <explorer flags, e.g. -seeds 150>
+//
+// It prints a kill table (mutant, killed or survived, the seed and store
+// configuration that killed it, seconds) and exits 1 if any mutant survived
+// or is broken (its old text is not in the file exactly once, or it does not
+// compile).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// mutant is one parsed .mutant file.
+type mutant struct {
+	name, file, why, old, new string
+}
+
+// result is one mutant's row of the kill table.
+type result struct {
+	m       mutant
+	verdict string // killed, SURVIVED, BROKEN
+	by      string // the seed and configuration that killed it, or why it is broken
+	secs    float64
+	log     string
+}
+
+func main() {
+	dir := flag.String("dir", "handler/explore/testdata/mutants", "directory of .mutant files")
+	jobs := flag.Int("j", 2, "mutants run at once")
+	only := flag.String("only", "", "comma-separated mutant names to run (default all)")
+	verbose := flag.Bool("v", false, "print the explorer's output of every mutant")
+	flag.Parse()
+	exploreArgs := flag.Args()
+	ms, err := load(*dir, *only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		os.Exit(2)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		os.Exit(2)
+	}
+	tmp, err := os.MkdirTemp("", "idemgate-mutate-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		os.Exit(2)
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Printf("%d mutants, %d at a time, explorer flags %q\n", len(ms), *jobs, exploreArgs)
+	start := time.Now()
+	results := make([]result, len(ms))
+	sem := make(chan struct{}, max(*jobs, 1))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i] = run(root, filepath.Join(tmp, m.name), m, exploreArgs)
+			r := results[i]
+			fmt.Printf("  %-44s %-8s %5.1fs  %s\n", r.m.name, r.verdict, r.secs, r.by)
+			if *verbose || r.verdict == "BROKEN" {
+				fmt.Println(indent(r.log))
+			}
+		}()
+	}
+	wg.Wait()
+	os.Exit(report(results, time.Since(start)))
+}
+
+// report prints the kill table and returns the exit code.
+func report(results []result, took time.Duration) int {
+	fmt.Printf("\nkill table (%s in all)\n", took.Round(time.Second))
+	fmt.Printf("%-44s %-8s %7s  %s\n", "mutant", "verdict", "seconds", "killed by / why")
+	bad := 0
+	for _, r := range results {
+		fmt.Printf("%-44s %-8s %7.1f  %s\n", r.m.name, r.verdict, r.secs, r.by)
+		if r.verdict != "killed" {
+			bad++
+			fmt.Printf("    %s: %s\n", r.m.file, r.m.why)
+		}
+	}
+	fmt.Printf("%d of %d mutants killed\n", len(results)-bad, len(results))
+	if bad > 0 {
+		return 1
+	}
+	return 0
+}
+
+func load(dir, only string) ([]mutant, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.mutant"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(paths)
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		if n != "" {
+			want[n] = true
+		}
+	}
+	var ms []mutant
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".mutant")
+		if len(want) > 0 && !want[name] {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		m, err := parse(name, string(b))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		ms = append(ms, m)
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("no mutants in %s", dir)
+	}
+	return ms, nil
+}
+
+// parse reads the mutant format (see the package comment). The old and new
+// texts keep their lines exactly, without the newline that ends the last.
+func parse(name, s string) (mutant, error) {
+	m := mutant{name: name}
+	head, rest, ok := strings.Cut(s, "--- old\n")
+	if !ok {
+		return m, errors.New(`no "--- old" line`)
+	}
+	m.old, m.new, ok = strings.Cut(rest, "\n--- new\n")
+	if !ok {
+		if m.old, ok = strings.CutSuffix(rest, "\n--- new"); !ok { // an empty replacement
+			return m, errors.New(`no "--- new" line`)
+		}
+	}
+	m.new = strings.TrimSuffix(m.new, "\n")
+	for _, line := range strings.Split(strings.TrimSpace(head), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch strings.TrimSpace(k) {
+		case "file":
+			m.file = strings.TrimSpace(v)
+		case "why":
+			m.why = strings.TrimSpace(v)
+		}
+	}
+	if m.file == "" || m.why == "" || m.old == "" {
+		return m, errors.New("file, why and an old text are required")
+	}
+	return m, nil
+}
+
+var (
+	killRE = regexp.MustCompile(`seed (\d+) on (\S+): (\d+) violations:\n\s+(.*)`)
+	// A mutant of one store or layer runs only the configurations that use it.
+	storesOf = map[string]string{
+		"idempotency/boltstore/":  "bolt,bolt+redis",
+		"idempotency/mysqlstore/": "mysql,mysql+redis",
+		"idempotency/redisfast/":  "bolt+redis,mysql+redis",
+	}
+)
+
+// run builds the explorer with m applied and runs it until its first
+// violation.
+func run(root, work string, m mutant, args []string) result {
+	start := time.Now()
+	r := result{m: m}
+	done := func(verdict, by, log string) result {
+		r.verdict, r.by, r.log, r.secs = verdict, by, log, time.Since(start).Seconds()
+		return r
+	}
+	src := filepath.Join(root, m.file)
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return done("BROKEN", err.Error(), "")
+	}
+	if n := strings.Count(string(b), m.old); n != 1 {
+		return done("BROKEN", fmt.Sprintf("the old text occurs %d times in %s (want exactly 1)", n, m.file), "")
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return done("BROKEN", err.Error(), "")
+	}
+	mutated := filepath.Join(work, filepath.Base(m.file))
+	overlay := filepath.Join(work, "overlay.json")
+	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {src: mutated}})
+	if err := os.WriteFile(mutated, []byte(strings.Replace(string(b), m.old, m.new, 1)), 0o644); err != nil {
+		return done("BROKEN", err.Error(), "")
+	}
+	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
+		return done("BROKEN", err.Error(), "")
+	}
+	bin := filepath.Join(work, "explore.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, "-overlay", overlay, "./handler/explore/")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return done("BROKEN", "does not compile", string(out))
+	}
+	targs := []string{"-test.run", "^TestExplore$", "-test.count", "1", "-stop"}
+	for prefix, stores := range storesOf {
+		if strings.HasPrefix(m.file, prefix) && !hasFlag(args, "stores") {
+			targs = append(targs, "-stores", stores)
+		}
+	}
+	cmd := exec.Command(bin, append(targs, args...)...)
+	cmd.Dir = filepath.Join(root, "handler", "explore")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	log := out.String()
+	if k := killRE.FindStringSubmatch(log); k != nil {
+		return done("killed", fmt.Sprintf("seed %s on %s: %s", k[1], k[2], firstLine(k[4])), log)
+	}
+	if err != nil {
+		return done("BROKEN", "the explorer failed without a violation: "+firstLine(lastLines(log, 5)), log)
+	}
+	return done("SURVIVED", "", log)
+}
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-") == name {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 140 {
+		s = s[:140] + "…"
+	}
+	return s
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(lastLines(s, 60)))
+	for sc.Scan() {
+		b.WriteString("      | " + sc.Text() + "\n")
+	}
+	return b.String()
+}
