@@ -63,6 +63,9 @@ func (w *world) checkAbandon(a *actor, key string) {
 		if b.kind != kindTry || b.d.spec.k.Key != key || b.d.resolved || b.state == ended || b.timedOut {
 			continue
 		}
+		if b.d.late && b.try == 0 && b.state == pending { // not sent yet: a new submission, not FC's retry
+			continue
+		}
 		w.violate("%s: recorded %s FAILED_FINAL input_missing while FC still delivers %s", a.name, key, b.name)
 		return
 	}
@@ -81,7 +84,7 @@ func (w *world) checkEnd() {
 		seen[k] = true
 		rec, err := w.be.store.Get(ctx, k)
 		if errors.Is(err, driver.ErrNotFound) {
-			if len(w.successes[k]) > 0 {
+			if len(w.successes[k]) > 0 && !w.feat["purge"] {
 				w.violate("%s answered SUCCEEDED but has no record", k)
 			}
 			continue
@@ -91,6 +94,8 @@ func (w *world) checkEnd() {
 		}
 		w.checkRecord(rec)
 	}
+	w.checkAcked()
+	w.checkLibrary()
 	for k, n := range w.notes.posts {
 		if !seen[k] {
 			w.violate("a notification carried %s, which is no business key of this world (%d posts)", k, n)
@@ -104,7 +109,8 @@ func (w *world) checkRecord(rec driver.Record) {
 		w.violate("%s ended %s (attempt %d, fence %d, %s)", k, rec.Status, rec.Attempt, rec.Fence, rec.LastErrorCode)
 		return
 	}
-	calls, resets := w.model.calls[k], w.resets[k]
+	w.checkNotifyAsked(rec)
+	calls, resets := w.model.calls[k]-w.model.base[k], w.resets[k]
 	if calls > rec.Attempt {
 		w.violate("%s: %d model calls for %d recorded attempts", k, calls, rec.Attempt)
 	}
@@ -121,7 +127,7 @@ func (w *world) checkRecord(rec driver.Record) {
 // asks for it.
 func (w *world) checkSucceeded(rec driver.Record) {
 	ctx, k := context.Background(), rec.Key
-	if rec.Finish != driver.FinishDone {
+	if rec.Finish != driver.FinishDone && !(rec.Finish == driver.FinishFailed && w.inDLQ(w.specOf(rec))) {
 		w.violate("%s: SUCCEEDED with its finish %q (%s) after the sweeper ran to a standstill", k, rec.Finish, rec.LastErrorCode)
 	}
 	for _, ref := range w.successes[k] {
@@ -155,10 +161,20 @@ func (w *world) checkSucceeded(rec driver.Record) {
 		Notify *struct{ URL string } `json:"notify"`
 	}
 	_ = json.Unmarshal(in, &doc)
-	if doc.Notify != nil && w.notes.posts[k] == 0 {
+	if doc.Notify != nil && w.notes.posts[k] == 0 && !w.notes.refused[k] {
 		w.violate("%s: SUCCEEDED by %s%s, its stored input asks for notify, and nothing was posted", k, rec.LeaseOwner,
 			w.ownerNotify(rec.LeaseOwner))
 	}
+}
+
+// specOf is the spec whose payload rec holds.
+func (w *world) specOf(rec driver.Record) *keySpec {
+	for _, s := range w.specs {
+		if s.k.Key == rec.Key && s.k.PayloadHash == rec.PayloadHash {
+			return s
+		}
+	}
+	return &keySpec{}
 }
 
 // ownerNotify says whether the FC delivery named owner carried notify.

@@ -47,6 +47,8 @@ const (
 	kindSweep
 	kindReplayDLQ
 	kindReplayKey
+	kindLib   // a library caller of the engine
+	kindPurge // the purge timer
 )
 
 // actor is one process running one call.
@@ -73,6 +75,9 @@ type actor struct {
 	// keys the model refused for good in this process
 	modelFinal map[string]bool
 	engine     *idempotency.Engine // the process's, for its finish marks
+	lastCall   string              // the point of its last outside call
+	stopped    bool                // SIGSTOPped at the current point
+	wokeAt     string              // the point it was last woken at, until it moves on
 }
 
 // atEnd is the end of the process after its call returned: most often it
@@ -118,6 +123,10 @@ func (w *world) start(a *actor) {
 // resume answers the actor's current yield point and waits for the next.
 func (w *world) resume(a *actor, ins instr) {
 	w.tracef("%s %s: %s", a.name, a.point, [...]string{"go", "FAIL", "CRASH"}[ins])
+	a.wokeAt = ""
+	if a.stopped {
+		a.wokeAt, a.stopped = a.point, false
+	}
 	if ins == crash {
 		a.dead.Store(true)
 	}
@@ -183,7 +192,7 @@ func (w *world) moves() []move {
 			ms = append(ms, move{20, "resume " + a.name, func() {
 				if ins, pause := w.pickInstr(a); pause {
 					w.tracef("pause %s at %s", a.name, a.point)
-					a.state = paused
+					a.state, a.stopped = paused, true
 				} else {
 					w.resume(a, ins)
 				}
@@ -193,8 +202,8 @@ func (w *world) moves() []move {
 			ms = append(ms, move{1, "kill " + a.name, func() { w.resume(a, crash) }})
 		}
 	}
-	for _, d := range []time.Duration{w.grace + time.Second, dedupTTL + time.Second, w.lease + time.Second, inputHorizon + time.Second} {
-		if w.now+d <= maxExplored && w.canAdvance(d) {
+	for _, d := range []time.Duration{w.grace + time.Second, dedupTTL + time.Second, w.lease + time.Second, inputHorizon + time.Second, w.retention + time.Second} {
+		if d > time.Second && w.now+d <= w.maxClock && w.canAdvance(d) {
 			ms = append(ms, move{1, "advance", func() { w.advance(d) }})
 		}
 	}
@@ -251,6 +260,7 @@ func (w *world) advance(d time.Duration) {
 		w.t.Fatalf("seed %d: warp: %v", w.seed, err)
 	}
 	w.now += d
+	w.expire()
 	if !w.draining && w.sweeps < maxSweeps && w.rng.IntN(2) == 0 { // the timer fired meanwhile
 		w.addSweep()
 	}
@@ -280,7 +290,7 @@ func (w *world) drain() {
 		var next *actor
 		for _, a := range w.actors {
 			if a.state == paused {
-				a.state = atYield
+				a.state = atYield // a.stopped stays: it wakes up at that point
 			}
 			if a.state == atYield || (a.state == pending && w.now >= a.startAt) {
 				next = a

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aliyun/fc-runtime-go-sdk/fccontext"
+
 	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/handler/go1"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/keys"
@@ -53,6 +56,7 @@ type keySpec struct {
 	script   script
 	k        keys.Derived
 	bodies   [2][]byte // [0] as specified, [1] the double submit that differs only in notify
+	token    string    // a word only this spec's input holds: the model's prompt names the payload
 }
 
 // delivery is one FC async invocation: up to w.fcTries tries with one request id.
@@ -61,6 +65,11 @@ type delivery struct {
 	reqID    string
 	body     []byte
 	resolved bool // answered success, or dead-lettered
+	acked    bool // answered HTTP 200: FC is done with it
+	dlq      bool // dead-lettered
+	go1      bool // over the go1 runtime API: its tries carry no retry count
+	norc     bool // over the custom runtime without x-fc-retry-count: RetryCount -1
+	late     bool // a new submission long after the others (not a retry of theirs)
 }
 
 type world struct {
@@ -100,6 +109,19 @@ type world struct {
 	parent     map[string]string        // K and its step records' keys → K
 	staleUntil map[string]time.Duration // K → end of the documented window of a Redis entry a reset could not replace
 	successes  map[string][]string      // K → result_ref of every success answer
+
+	feat      map[string]bool    // the world's features (-world)
+	maxClock  time.Duration      // the explored phase's clock bound
+	retention time.Duration      // the purge's (feature purge)
+	objectTTL time.Duration      // objects expire this long after their write (feature purge)
+	holders   map[string]*holder // K → its lease's holder
+	finishers map[string]*holder // K → its finish's holder
+	posts     map[string][]*post // K → every notification POST
+	objects   *objectLog
+	libKeys   []string // keys of the library callers (feature library)
+	nonce     string
+	pairs     []string       // K → spec name, for the trace
+	lives     map[string]int // K → lives begun (a FIRST claim after a purge begins another)
 }
 
 // newWorld generates seed's world on be.
@@ -110,8 +132,15 @@ func newWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 		pCrash: rates[rng.IntN(3)], pPause: rates[rng.IntN(3)], pFail: map[string]float64{}, maxSteps: 300,
 		sweepLimit: 1 + rng.IntN(2), fcTries: 1 + rng.IntN(3),
 		resets: map[string]int{}, successes: map[string][]string{}, parent: map[string]string{},
-		staleUntil: map[string]time.Duration{},
-		log:        slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		staleUntil: map[string]time.Duration{}, feat: worldFeatures(), maxClock: maxExplored, nonce: nonce, lives: map[string]int{},
+		holders: map[string]*holder{}, finishers: map[string]*holder{}, posts: map[string][]*post{},
+		log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}}
+	if w.feat["purge"] {
+		w.retention = 2 * time.Hour
+		w.objectTTL = w.retention * time.Duration(1+rng.IntN(3))
+		w.maxClock = 3*w.retention + maxExplored
+	}
 	for _, c := range []string{"store", "redis", "oss", "model", "notify"} {
 		w.pFail[c] = []float64{0, 0.05, 0.3}[rng.IntN(3)] // sometimes an outage
 	}
@@ -121,8 +150,8 @@ func newWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 		t.Fatal(err)
 	}
 	w.results = local
-	w.model = &model{w: w, scripts: map[string]script{}, calls: map[string]int{}}
-	w.notes = &notifier{w: w, posts: map[string]int{}}
+	w.model = &model{w: w, scripts: map[string]script{}, calls: map[string]int{}, prompts: map[string]string{}, base: map[string]int{}}
+	w.notes = &notifier{w: w, posts: map[string]int{}, refused: map[string]bool{}, refuses: map[string]bool{}}
 	w.genSpecs(nonce)
 	w.genActors()
 	return w
@@ -146,7 +175,8 @@ func (w *world) genSpecs(nonce string) {
 				s.version = "v1"
 			}
 		}
-		s.input = specInput(s.taskType, fmt.Sprintf("document %d of seed %d", i, w.seed))
+		s.token = token(i)
+		s.input = specInput(s.taskType, fmt.Sprintf("document %d of seed %d %s", i, w.seed, s.token))
 		w.specs = append(w.specs, s)
 	}
 	if w.rng.IntN(3) == 0 { // B reuses A's explicit key with another input
@@ -155,7 +185,8 @@ func (w *world) genSpecs(nonce string) {
 			a.explicit = "order-0"
 		}
 		b := &keySpec{name: "k0b", taskType: a.taskType, explicit: a.explicit, version: a.version, notify: w.rng.IntN(2) == 0, script: a.script,
-			input: specInput(a.taskType, fmt.Sprintf("another document of seed %d", w.seed))}
+			token: token(9)}
+		b.input = specInput(a.taskType, fmt.Sprintf("another document of seed %d %s", w.seed, b.token))
 		w.specs = append(w.specs, b)
 	}
 	for _, s := range w.specs {
@@ -166,9 +197,13 @@ func (w *world) genSpecs(nonce string) {
 			w.model.scripts[s.k.Key] = s.script
 		}
 		pairs = append(pairs, s.k.Key, s.name)
+		if w.feat["notifyfinal"] && w.rng.IntN(3) == 0 {
+			w.notes.refuses[s.k.Key] = true
+		}
 		w.parent[s.k.Key] = s.k.Key
 
 	}
+	w.pairs = pairs
 	w.names = strings.NewReplacer(pairs...)
 }
 
@@ -183,6 +218,10 @@ func pickScript(n int) script {
 	}
 	return scriptRetryAll
 }
+
+// token is a word of letters unique to spec i (the keywords task keeps only
+// words of four letters or more).
+func token(i int) string { return "tokn" + string(rune('a'+i)) + "zq" }
 
 func specInput(taskType, text string) map[string]any {
 	if taskType == "keywords" {
@@ -201,12 +240,29 @@ func (w *world) genActors() {
 			if j > 0 && w.rng.IntN(3) == 0 {
 				body = s.bodies[1]
 			}
-			d := &delivery{spec: s, reqID: fmt.Sprintf("fc-%d-%d", i, j), body: body}
+			d := &delivery{spec: s, reqID: fmt.Sprintf("fc-%d-%d", i, j), body: body, go1: w.feat["go1"] && w.rng.IntN(2) == 0,
+				norc: w.feat["norc"] && w.rng.IntN(2) == 0}
 			w.deliveries = append(w.deliveries, d)
 			w.addTry(d, 0, 0)
-			if *flagCopies && w.rng.IntN(3) == 0 { // FC delivers the same try twice
-				w.addTry(d, 0, 0)
+			if w.feat["copies"] && w.rng.IntN(3) == 0 { // FC delivers the same invocation twice (each with its retries)
+				c := *d
+				w.deliveries = append(w.deliveries, &c)
+				w.addTry(&c, 0, 0)
 			}
+		}
+		if w.feat["late"] && w.rng.IntN(3) == 0 { // a double submit long after the first ones
+			d := &delivery{spec: s, reqID: fmt.Sprintf("fc-%d-late", i), body: s.bodies[w.rng.IntN(2)], late: true}
+			w.deliveries = append(w.deliveries, d)
+			w.addTry(d, 0, time.Duration(w.rng.IntN(int(w.maxClock/time.Minute)))*time.Minute)
+		}
+	}
+	if w.feat["library"] {
+		w.genLibrary()
+	}
+	if w.feat["purge"] {
+		for n := range 1 + w.rng.IntN(3) {
+			at := time.Duration(w.rng.IntN(int(w.maxClock/time.Minute))) * time.Minute
+			w.addActor(&actor{name: fmt.Sprintf("purge%d", n), kind: kindPurge, startAt: at, run: w.runPurge})
 		}
 	}
 	for range 1 + w.rng.IntN(2) {
@@ -242,6 +298,7 @@ func (w *world) ended(a *actor) {
 	if a.dead.Load() {
 		w.tracef("%s died", a.name)
 	}
+	w.settle(a)
 	if a.kind != kindTry || a.timedOut || a.d.resolved {
 		return
 	}
@@ -255,10 +312,14 @@ func (w *world) ended(a *actor) {
 func (w *world) retryOrDLQ(a *actor) {
 	d := a.d
 	if a.try+1 < w.fcTries {
-		w.addTry(d, a.try+1, w.now)
+		at := w.now
+		if w.feat["delay"] { // FC's back-off before the retry
+			at += time.Duration(w.rng.IntN(int(maxRetryDelay/time.Second))) * time.Second
+		}
+		w.addTry(d, a.try+1, at)
 		return
 	}
-	d.resolved = true
+	d.resolved, d.dlq = true, true
 	w.tracef("FC: %s dead-lettered", d.reqID)
 	body := d.body
 	if w.rng.IntN(2) == 0 {
@@ -276,16 +337,23 @@ func (w *world) retryOrDLQ(a *actor) {
 // runTry is one FC try: the pipeline's Handle, as the runtime adapter calls it.
 func (w *world) runTry(a *actor) {
 	p := w.pipeline(a)
-	rep := p.Handle(context.Background(), a.d.body, handler.Meta{RequestID: a.d.reqID, RetryCount: a.try})
+	meta := handler.Meta{RequestID: a.d.reqID, RetryCount: a.try}
+	if a.d.norc {
+		meta.RetryCount = -1
+	}
+	if a.d.go1 { // the go1 runtime API carries no retry count: the SDK reports 0
+		meta = go1.Meta(fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: a.d.reqID}))
+	}
+	rep := p.Handle(context.Background(), a.d.body, meta)
 	o := w.answer(a, rep.Body)
 	if a.timedOut || a.d.resolved {
 		return // FC gave up on this try; its answer reaches nobody
 	}
-	if o.ErrorType == "input_missing" {
+	if o.ErrorType == "input_missing" && !a.d.late {
 		w.violate("%s: FC's delivery of the event was answered input_missing (%s)", a.name, o.ErrorMessage)
 	}
 	if rep.Status == 200 {
-		a.d.resolved = true
+		a.d.resolved, a.d.acked = true, true
 		return
 	}
 	w.retryOrDLQ(a)
@@ -338,6 +406,7 @@ func (w *world) noteOutcome(a *actor, o handler.Outcome) {
 	w.tracef("%s answered %s %s %s %s", a.name, o.Status, o.Decision, o.ErrorType, o.ResultRef)
 	if o.Status == string(driver.StatusSucceeded) && o.ErrorType == "" {
 		w.successes[o.IdempotencyKey] = append(w.successes[o.IdempotencyKey], o.ResultRef)
+		w.checkAnswerPayload(a, o)
 	}
 }
 

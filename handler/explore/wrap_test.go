@@ -26,11 +26,16 @@ func call(a *actor, point string, failure error, fn func() error) error {
 		return errDead
 	}
 	if a.yield(point, failure != nil) == fail {
+		a.w.spoil(a)
 		return failure
 	}
 	err := fn()
+	a.lastCall = point
 	if a.yield(point+" done", failure != nil) == fail && err == nil {
-		return failure
+		err = failure
+	}
+	if err != nil {
+		a.w.spoil(a)
 	}
 	return err
 }
@@ -46,33 +51,78 @@ type storeW struct {
 func (s *storeW) w() *world { return s.a.w }
 
 func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r driver.ClaimResult, err error) {
-	err = call(s.a, "store.Claim "+req.Key, storeErr, func() error { r, err = s.s.Claim(ctx, req); return err })
+	err = call(s.a, "store.Claim "+req.Key, storeErr, func() error {
+		if r, err = s.s.Claim(ctx, req); err == nil && r.Decision.Owned() {
+			s.w().claimed(s.a, req.Key, r.Record.Fence, r.Decision == driver.DecisionFirst)
+		}
+		return err
+	})
 	return r, err
 }
 
 func (s *storeW) Renew(ctx context.Context, key string, fence int64, d time.Duration) error {
-	return call(s.a, "store.Renew "+key, storeErr, func() error { return s.s.Renew(ctx, key, fence, d) })
+	return call(s.a, "store.Renew "+key, storeErr, func() error {
+		return s.fenced("Renew", key, fence, func() error { return s.s.Renew(ctx, key, fence, d) })
+	})
 }
 
 func (s *storeW) Checkpoint(ctx context.Context, key string, fence int64, steps map[string]string) error {
-	return call(s.a, "store.Checkpoint "+key, storeErr, func() error { return s.s.Checkpoint(ctx, key, fence, steps) })
+	return call(s.a, "store.Checkpoint "+key, storeErr, func() error {
+		return s.fenced("Checkpoint", key, fence, func() error { return s.s.Checkpoint(ctx, key, fence, steps) })
+	})
+}
+
+// fenced runs a write guarded by fence and checks that it landed only on
+// the record's current fence, RUNNING (one actor runs at a time, so the
+// record read before is the one the write met).
+func (s *storeW) fenced(op, key string, fence int64, write func() error) error {
+	before, gerr := s.s.Get(context.Background(), key)
+	err := write()
+	if err == nil && (gerr != nil || before.Fence != fence || before.Status != driver.StatusRunning) {
+		s.w().violate("%s: %s with fence %d landed on %s@%d (%v)", s.a.name, op, fence, before.Status, before.Fence, gerr)
+	}
+	if err == nil {
+		s.w().wrote(s.a, op, key, fence)
+	}
+	return err
 }
 
 func (s *storeW) MarkFinished(ctx context.Context, keys []string) error {
-	return call(s.a, fmt.Sprintf("store.MarkFinished %v", keys), storeErr, func() error { return s.s.MarkFinished(ctx, keys) })
+	return call(s.a, fmt.Sprintf("store.MarkFinished %v", keys), storeErr, func() error {
+		err := s.s.MarkFinished(ctx, keys)
+		if err == nil {
+			for _, k := range keys {
+				s.w().finished(s.a, k, true)
+			}
+		}
+		return err
+	})
 }
 
 func (s *storeW) Complete(ctx context.Context, key string, fence int64, c driver.Completion) error {
-	return call(s.a, "store.Complete "+key, storeErr, func() error { return s.s.Complete(ctx, key, fence, c) })
+	return call(s.a, "store.Complete "+key, storeErr, func() error {
+		return s.fenced("Complete", key, fence, func() error { return s.s.Complete(ctx, key, fence, c) })
+	})
 }
 
 func (s *storeW) ClaimFinish(ctx context.Context, req driver.FinishRequest) (r driver.ClaimResult, err error) {
-	err = call(s.a, "store.ClaimFinish "+req.Key, storeErr, func() error { r, err = s.s.ClaimFinish(ctx, req); return err })
+	err = call(s.a, "store.ClaimFinish "+req.Key, storeErr, func() error {
+		if r, err = s.s.ClaimFinish(ctx, req); err == nil && r.Decision.Owned() {
+			s.w().claimedFinish(s.a, req.Key)
+		}
+		return err
+	})
 	return r, err
 }
 
 func (s *storeW) Finish(ctx context.Context, key, owner string, try int, fence int64, f *driver.Failure) error {
-	return call(s.a, "store.Finish "+key, storeErr, func() error { return s.s.Finish(ctx, key, owner, try, fence, f) })
+	return call(s.a, "store.Finish "+key, storeErr, func() error {
+		err := s.s.Finish(ctx, key, owner, try, fence, f)
+		if err == nil {
+			s.w().finished(s.a, key, f == nil)
+		}
+		return err
+	})
 }
 
 func (s *storeW) Defer(ctx context.Context, rec driver.Record, d time.Duration) error {
@@ -85,7 +135,7 @@ func (s *storeW) Fail(ctx context.Context, key string, fence int64, f driver.Fai
 			s.w().checkAbandon(s.a, key)
 		}
 		s.w().checkFail(s.a, key, f)
-		return s.s.Fail(ctx, key, fence, f)
+		return s.fenced("Fail", key, fence, func() error { return s.s.Fail(ctx, key, fence, f) })
 	})
 }
 
@@ -174,7 +224,12 @@ type resultsW struct {
 var objErr = idempotency.Retryable("temporary_unavailable", fmt.Errorf("%w: OSS 503", errInjected))
 
 func (r *resultsW) PutOnce(ctx context.Context, key string, body []byte, ct string, m ossresult.Meta) (ref string, err error) {
-	err = call(r.a, "oss.Put "+key, objErr, func() error { ref, err = r.r.PutOnce(ctx, key, body, ct, m); return err })
+	err = call(r.a, "oss.Put "+key, objErr, func() error {
+		if ref, err = r.r.PutOnce(ctx, key, body, ct, m); err == nil {
+			r.a.w.objects.put(r.a, key, body)
+		}
+		return err
+	})
 	return ref, err
 }
 
@@ -191,6 +246,8 @@ type model struct {
 	w       *world
 	scripts map[string]script
 	calls   map[string]int
+	prompts map[string]string // mark → prompt
+	base    map[string]int    // K → calls before its current life
 }
 
 func (m *model) complete(r llm.Request) (llm.Response, error) {
@@ -206,7 +263,7 @@ func (m *model) complete(r llm.Request) (llm.Response, error) {
 	case scriptRetryAll:
 		return llm.Response{}, idempotency.Retryable("temporary_unavailable", errors.New("503"))
 	}
-	return llm.Response{Text: fmt.Sprintf("answer %d for %s", n, r.Key), Model: "explore"}, nil
+	return llm.Response{Text: fmt.Sprintf("answer %d for %s [%s]", n, r.Key, m.mark(r.Prompt)), Model: "explore"}, nil
 }
 
 type modelW struct {
@@ -229,8 +286,10 @@ func (m *modelW) Complete(ctx context.Context, r llm.Request) (resp llm.Response
 
 // notifier counts posts per business key.
 type notifier struct {
-	w     *world
-	posts map[string]int
+	w       *world
+	posts   map[string]int
+	refused map[string]bool // the receiver refused it for good
+	refuses map[string]bool // the receiver will refuse its first POST (feature notifyfinal)
 }
 
 type notifyW struct {
@@ -239,8 +298,19 @@ type notifyW struct {
 }
 
 func (n *notifyW) Post(ctx context.Context, url, key, requestID string, body []byte) error {
-	return call(n.a, "notify "+key, idempotency.Retryable("temporary_unavailable", errInjected), func() error {
+	w := n.a.w
+	var p *post
+	err := call(n.a, "notify "+key, idempotency.Retryable("temporary_unavailable", errInjected), func() error {
+		if w.feat["notifyfinal"] && n.n.refuses[key] && !n.n.refused[key] { // the receiver refuses it once, for good
+			n.n.refused[key] = true
+			return idempotency.Final("notify_rejected", errors.New("the receiver answered 410"))
+		}
 		n.n.posts[key]++
+		p = w.posted(n.a, key)
 		return nil
 	})
+	if err != nil && p != nil {
+		p.spoiled = true // made, but reported failed: a repeat is allowed
+	}
+	return err
 }
