@@ -138,7 +138,9 @@ func newWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}}
 	if w.feat["purge"] {
 		w.retention = 2 * time.Hour
-		w.objectTTL = w.retention * time.Duration(1+rng.IntN(3))
+		if w.feat["expiry"] {
+			w.objectTTL = w.retention * time.Duration(1+rng.IntN(3))
+		}
 		w.maxClock = 3*w.retention + maxExplored
 	}
 	for _, c := range []string{"store", "redis", "oss", "model", "notify"} {
@@ -253,7 +255,11 @@ func (w *world) genActors() {
 		if w.feat["late"] && w.rng.IntN(3) == 0 { // a double submit long after the first ones
 			d := &delivery{spec: s, reqID: fmt.Sprintf("fc-%d-late", i), body: s.bodies[w.rng.IntN(2)], late: true}
 			w.deliveries = append(w.deliveries, d)
-			w.addTry(d, 0, time.Duration(w.rng.IntN(int(w.maxClock/time.Minute)))*time.Minute)
+			until := maxExplored // before any record is old enough for the purge
+			if w.feat["resend"] {
+				until = w.maxClock
+			}
+			w.addTry(d, 0, time.Duration(w.rng.IntN(int(until/time.Minute)))*time.Minute)
 		}
 	}
 	if w.feat["library"] {

@@ -173,9 +173,27 @@ func (s *storeW) AddStats(ctx context.Context, rows []driver.StatRow) error {
 	return s.s.AddStats(ctx, rows)
 }
 
-// Purge passes through: the explorer's runs are shorter than any retention.
-func (s *storeW) Purge(ctx context.Context, r driver.PurgeRequest) (driver.PurgeReport, error) {
-	return s.s.Purge(ctx, r)
+// Purge checks that it deleted only records that outlived the retention
+// and were purgeable (driver.Purgeable): one actor runs at a time, so the
+// records before and after are the purge's doing.
+func (s *storeW) Purge(ctx context.Context, r driver.PurgeRequest) (rep driver.PurgeReport, err error) {
+	err = call(s.a, "store.Purge", storeErr, func() error {
+		before := s.w().records()
+		rep, err = s.s.Purge(ctx, r)
+		after := s.w().records()
+		for k, rec := range before {
+			if _, kept := after[k]; kept {
+				continue
+			}
+			s.w().tracef("%s purged %s (%s)", s.a.name, k, rec.Status)
+			if !driver.Purgeable(rec) || time.Since(rec.UpdatedAt) < r.OlderThan {
+				s.w().violate("%s: purged %s (%s, finish %q), not purgeable or changed within the retention", s.a.name, k,
+					rec.Status, rec.Finish)
+			}
+		}
+		return err
+	})
+	return rep, err
 }
 
 type fastW struct {
