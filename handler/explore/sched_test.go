@@ -49,6 +49,7 @@ const (
 	kindReplayKey
 	kindLib   // a library caller of the engine
 	kindPurge // the purge timer
+	kindClock // moves the clock (an enumerated scenario's)
 )
 
 // actor is one process running one call.

@@ -120,12 +120,21 @@ type world struct {
 	objects   *objectLog
 	libKeys   []string // keys of the library callers (feature library)
 	nonce     string
+	tenant    string
 	pairs     []string       // K → spec name, for the trace
 	lives     map[string]int // K → lives begun (a FIRST claim after a purge begins another)
 }
 
 // newWorld generates seed's world on be.
 func newWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
+	w := newBareWorld(t, seed, be, nonce)
+	w.genSpecs(nonce)
+	w.genActors()
+	return w
+}
+
+// newBareWorld is seed's world without keys or actors.
+func newBareWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 	rng := newRand(seed)
 	rates := []float64{0.01, 0.04, 0.1}
 	w := &world{t: t, seed: seed, rng: rng, be: be, events: make(chan event), lease: simLease, grace: simGrace,
@@ -134,7 +143,7 @@ func newWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 		resets: map[string]int{}, successes: map[string][]string{}, parent: map[string]string{},
 		staleUntil: map[string]time.Duration{}, feat: worldFeatures(), maxClock: maxExplored, nonce: nonce, lives: map[string]int{},
 		holders: map[string]*holder{}, finishers: map[string]*holder{}, posts: map[string][]*post{},
-		log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		log: slog.New(slog.NewJSONHandler(io.Discard, nil)), names: strings.NewReplacer()}
 	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}}
 	if w.feat["purge"] {
 		w.retention = 2 * time.Hour
@@ -154,8 +163,6 @@ func newWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 	w.results = local
 	w.model = &model{w: w, scripts: map[string]script{}, calls: map[string]int{}, prompts: map[string]string{}, base: map[string]int{}}
 	w.notes = &notifier{w: w, posts: map[string]int{}, refused: map[string]bool{}, refuses: map[string]bool{}}
-	w.genSpecs(nonce)
-	w.genActors()
 	return w
 }
 
@@ -164,7 +171,6 @@ func newWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 func (w *world) genSpecs(nonce string) {
 	tenant := fmt.Sprintf("t-%s-%s-%d", nonce, w.be.name, w.seed) // configurations share one Redis
 	n := 2 + w.rng.IntN(3)
-	var pairs []string
 	for i := range n {
 		s := &keySpec{name: fmt.Sprintf("k%d", i), taskType: "summarize", notify: w.rng.IntN(2) == 0,
 			script: pickScript(w.rng.IntN(10))}
@@ -191,6 +197,12 @@ func (w *world) genSpecs(nonce string) {
 		b.input = specInput(a.taskType, fmt.Sprintf("another document of seed %d %s", w.seed, b.token))
 		w.specs = append(w.specs, b)
 	}
+	w.derive(tenant)
+}
+
+// derive computes the keys and events of w.specs.
+func (w *world) derive(tenant string) {
+	var pairs []string
 	for _, s := range w.specs {
 		s.k = mustDerive(w.t, tenant, s)
 		s.bodies[0] = taskEvent(tenant, s, s.notify)
@@ -203,7 +215,6 @@ func (w *world) genSpecs(nonce string) {
 			w.notes.refuses[s.k.Key] = true
 		}
 		w.parent[s.k.Key] = s.k.Key
-
 	}
 	w.pairs = pairs
 	w.names = strings.NewReplacer(pairs...)
