@@ -65,6 +65,7 @@ type actor struct {
 	in      chan instr
 	run     func(p *actor)
 	startAt time.Duration // sim time from which it may start
+	after   *actor        // an enumerated scenario's: it starts once after ended
 
 	// FC tries
 	d        *delivery
