@@ -63,7 +63,7 @@ func (w *world) checkAbandon(a *actor, key string) {
 		if b.kind != kindTry || b.d.spec.k.Key != key || b.d.resolved || b.state == ended || b.timedOut {
 			continue
 		}
-		if b.d.late && b.try == 0 && b.state == pending { // not sent yet: a new submission, not FC's retry
+		if b.d.late { // a new submission: a FINAL answer sends it to the dead-letter queue
 			continue
 		}
 		w.violate("%s: recorded %s FAILED_FINAL input_missing while FC still delivers %s", a.name, key, b.name)

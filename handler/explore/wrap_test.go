@@ -186,6 +186,8 @@ func (s *storeW) Purge(ctx context.Context, r driver.PurgeRequest) (rep driver.P
 				continue
 			}
 			s.w().tracef("%s purged %s (%s)", s.a.name, k, rec.Status)
+			// Redis may answer its final state until its entry expires.
+			s.w().staleUntil[k] = s.w().now + dedupTTL
 			if !driver.Purgeable(rec) || time.Since(rec.UpdatedAt) < r.OlderThan {
 				s.w().violate("%s: purged %s (%s, finish %q), not purgeable or changed within the retention", s.a.name, k,
 					rec.Status, rec.Finish)
