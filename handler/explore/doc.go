@@ -18,7 +18,14 @@
 // ("Recovery guarantees") are checked; some are also checked at the moment
 // they could break.
 //
+// The world's features (FC's retry back-off, late double submits, library
+// callers, the purge, object expiry, copies, the go1 runtime, …) are named
+// in features_test.go and picked with `-world`; TestEnumerate runs every
+// order of small scenarios' calls (`-enum`).
+//
 // Run it with `go test ./handler/explore` (a few seeds per store
 // configuration), `-seeds N` for more, `-seed S` to reproduce one seed with
-// its trace, `-stores bolt,mysql+redis` to pick configurations.
+// its trace, `-stores bolt,mysql+redis` to pick configurations, `-stop` to
+// stop at the first violation. `go run ./handler/explore/mutate -- -seeds N`
+// scores it by mutation (testdata/mutants; docs/design.md §14).
 package explore
