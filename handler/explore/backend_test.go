@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ type backend struct {
 	fast  driver.FastLayer
 	warp  func(w *world, d time.Duration) error
 	fresh func(t *testing.T)
+	evict func(key string) error // drops K's Redis entry (nil without Redis)
 }
 
 func newBackend(t *testing.T, name string) *backend {
@@ -62,6 +64,7 @@ func newBackend(t *testing.T, name string) *backend {
 		if be.fast, err = redisfast.New(rdb, dedupTTL); err != nil {
 			t.Fatal(err)
 		}
+		be.evict = func(key string) error { return rdb.Del(context.Background(), redisfast.Key(key)).Err() }
 	}
 	be.warp = func(w *world, d time.Duration) error {
 		if err := warpDurable(be.store, d); err != nil {
@@ -93,23 +96,47 @@ func warpDurable(s driver.Maintainer, d time.Duration) error {
 	return fmt.Errorf("no warp for %T", s)
 }
 
-// warpMySQL shifts every DATETIME column of the record table.
-func warpMySQL(db *sql.DB, d time.Duration) error {
+// datetimeCols caches, per database handle, the DATETIME columns of the
+// record table: the schema does not change during a run, and
+// information_schema queries by the thousand have crashed MariaDB 10.11
+// (a segfault freeing their temporary table) under the load of parallel runs.
+var datetimeCols sync.Map // *sql.DB → []string
+
+func recordDatetimeColumns(db *sql.DB) ([]string, error) {
+	if v, ok := datetimeCols.Load(db); ok {
+		return v.([]string), nil
+	}
 	rows, err := db.Query(`SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()
  AND TABLE_NAME = 'idempotency_record' AND DATA_TYPE = 'datetime'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	datetimeCols.Store(db, cols)
+	return cols, nil
+}
+
+// warpMySQL shifts every DATETIME column of the record table.
+func warpMySQL(db *sql.DB, d time.Duration) error {
+	cols, err := recordDatetimeColumns(db)
 	if err != nil {
 		return err
 	}
 	var sets []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return err
-		}
+	for _, c := range cols {
 		sets = append(sets, fmt.Sprintf("%[1]s = %[1]s - INTERVAL %[2]d MICROSECOND", c, d.Microseconds()))
 	}
-	rows.Close()
 	_, err = db.Exec("UPDATE idempotency_record SET " + strings.Join(sets, ", "))
 	return err
 }

@@ -34,6 +34,8 @@ var features = map[string]string{
 	"purge":       "the daily purge runs (retention 2 h of the world's clock, which runs for 7.5 h)",
 	"expiry":      "objects expire 1 to 3 retentions after their write (the bucket's lifecycle rule; with purge)",
 	"resend":      "the late double submit may come after its key was purged (with purge and late)",
+	"cache":       "every process keeps a local cache of terminal answers (WithLocalCache)",
+	"evict":       "Redis evicts a key's entry before its TTL (memory pressure)",
 	"acked":       "check that every delivery answered HTTP 200 has its work done or dead-lettered",
 }
 

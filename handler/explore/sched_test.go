@@ -204,6 +204,15 @@ func (w *world) moves() []move {
 			ms = append(ms, move{1, "kill " + a.name, func() { w.resume(a, crash) }})
 		}
 	}
+	if w.feat["evict"] && w.be.evict != nil && len(w.specs) > 0 {
+		s := w.specs[w.rng.IntN(len(w.specs))]
+		ms = append(ms, move{1, "evict", func() {
+			w.tracef("Redis evicts %s", s.name)
+			if err := w.be.evict(s.k.Key); err != nil {
+				w.t.Fatalf("seed %d: evict: %v", w.seed, err)
+			}
+		}})
+	}
 	for _, d := range []time.Duration{w.grace + time.Second, dedupTTL + time.Second, w.lease + time.Second, inputHorizon + time.Second, w.retention + time.Second} {
 		if d > time.Second && w.now+d <= w.maxClock && w.canAdvance(d) {
 			ms = append(ms, move{1, "advance", func() { w.advance(d) }})

@@ -439,6 +439,9 @@ func (w *world) pipeline(a *actor) *handler.Pipeline {
 	if w.be.fast != nil {
 		opts = append(opts, idempotency.WithFastLayer(&fastW{a: a, f: w.be.fast}))
 	}
+	if w.feat["cache"] {
+		opts = append(opts, idempotency.WithLocalCache(64, dedupTTL))
+	}
 	rs := &resultsW{a: a, r: w.results}
 	a.engine = idempotency.New(st, opts...)
 	return &handler.Pipeline{Engine: a.engine,

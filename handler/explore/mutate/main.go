@@ -26,17 +26,20 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -76,7 +79,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(2)
 	}
-	defer os.RemoveAll(tmp)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	fmt.Printf("%d mutants, %d at a time, explorer flags %q\n", len(ms), *jobs, exploreArgs)
 	start := time.Now()
 	results := make([]result, len(ms))
@@ -88,7 +92,7 @@ func main() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			results[i] = run(root, filepath.Join(tmp, m.name), m, exploreArgs)
+			results[i] = run(ctx, root, filepath.Join(tmp, m.name), m, exploreArgs)
 			r := results[i]
 			fmt.Printf("  %-44s %-8s %5.1fs  %s\n", r.m.name, r.verdict, r.secs, r.by)
 			if *verbose || r.verdict == "BROKEN" {
@@ -97,7 +101,11 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	os.Exit(report(results, time.Since(start)))
+	code := report(results, time.Since(start))
+	if err := os.RemoveAll(tmp); err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+	}
+	os.Exit(code)
 }
 
 // report prints the kill table and returns the exit code.
@@ -195,7 +203,7 @@ var (
 
 // run builds the explorer with m applied and runs it until its first
 // violation.
-func run(root, work string, m mutant, args []string) result {
+func run(ctx context.Context, root, work string, m mutant, args []string) result {
 	start := time.Now()
 	r := result{m: m}
 	done := func(verdict, by, log string) result {
@@ -223,7 +231,10 @@ func run(root, work string, m mutant, args []string) result {
 		return done("BROKEN", err.Error(), "")
 	}
 	bin := filepath.Join(work, "explore.test")
-	build := exec.Command("go", "test", "-c", "-o", bin, "-overlay", overlay, "./handler/explore/")
+	if ctx.Err() != nil {
+		return done("BROKEN", "interrupted", "")
+	}
+	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "-overlay", overlay, "./handler/explore/")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return done("BROKEN", "does not compile", string(out))
@@ -234,7 +245,7 @@ func run(root, work string, m mutant, args []string) result {
 			targs = append(targs, "-stores", stores)
 		}
 	}
-	cmd := exec.Command(bin, append(targs, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append(targs, args...)...)
 	cmd.Dir = filepath.Join(root, "handler", "explore")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
