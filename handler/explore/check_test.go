@@ -56,6 +56,20 @@ func (w *world) checkFail(a *actor, key string, f driver.Failure) {
 	}
 }
 
+// checkHeld: a delivery answered "in progress" (HTTP 200: FC stops there)
+// by the store only while the key has a record. (Redis answers in progress
+// for a claim the store has not confirmed yet, whose claimant may then
+// fail: the documented window of docs/design.md §14, item 7.)
+func (w *world) checkHeld(a *actor, key string) {
+	if a.fastOther[key] {
+		return
+	}
+	if _, err := w.be.store.Get(context.Background(), key); err == nil {
+		return
+	}
+	w.violate("%s: answered in progress (HTTP 200) for %s, which has no record and no claim", a.name, key)
+}
+
 // checkAbandon: the sweeper gives a key up for a missing input only when no
 // delivery of its event is still to be retried by FC.
 func (w *world) checkAbandon(a *actor, key string) {

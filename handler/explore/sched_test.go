@@ -76,6 +76,7 @@ type actor struct {
 	expect map[string]string
 	// keys the model refused for good in this process
 	modelFinal map[string]bool
+	fastOther  map[string]bool     // keys Redis answered in progress to this process
 	engine     *idempotency.Engine // the process's, for its finish marks
 	lastCall   string              // the point of its last outside call
 	stopped    bool                // SIGSTOPped at the current point
@@ -109,7 +110,7 @@ func (a *actor) yield(point string, failable bool) instr {
 
 // start runs the actor's goroutine up to its first yield point or its end.
 func (w *world) start(a *actor) {
-	a.in, a.modelFinal = make(chan instr), map[string]bool{}
+	a.in, a.modelFinal, a.fastOther = make(chan instr), map[string]bool{}, map[string]bool{}
 	if a.kind == kindTry {
 		a.started = w.now
 	}

@@ -371,6 +371,9 @@ func (w *world) runTry(a *actor) {
 	}
 	if rep.Status == 200 {
 		a.d.resolved, a.d.acked = true, true
+		if o.Status == string(driver.StatusRunning) {
+			w.checkHeld(a, o.IdempotencyKey)
+		}
 		return
 	}
 	w.retryOrDLQ(a)

@@ -208,6 +208,9 @@ var fastErr = fmt.Errorf("%w: redis: i/o timeout", errInjected)
 func (f *fastW) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (ans driver.FastAnswer, err error) {
 	err = call(f.a, "redis.Claim "+key, fastErr, func() error {
 		ans, err = f.f.Claim(ctx, key, owner, try, ph, lease)
+		if err == nil && ans.Verdict == driver.FastRepeatOther {
+			f.a.fastOther[key] = true
+		}
 		if err == nil && (ans.Verdict == driver.FastSucceeded || ans.Verdict == driver.FastFailedFinal) {
 			f.a.w.checkFastAnswer(f.a, key, ans)
 		}
