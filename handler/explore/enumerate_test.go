@@ -86,6 +86,7 @@ var scenarios = []scenario{
 
 // TestEnumerate runs every order of each scenario's actors' outside calls.
 func TestEnumerate(t *testing.T) {
+	t.Parallel() // beside TestExplore
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	nonce := hex.EncodeToString(b)
@@ -103,6 +104,7 @@ func TestEnumerate(t *testing.T) {
 					continue
 				}
 				t.Run(name, func(t *testing.T) {
+					t.Parallel() // beside TestExplore's configurations
 					be := newBackend(t, name)
 					start := time.Now()
 					runs := enumerate(t, be, sc, nonce)
@@ -144,6 +146,10 @@ func (c *chooser) next() ([]int, bool) {
 func enumerate(t *testing.T, be *backend, sc scenario, nonce string) int {
 	var prefix []int
 	for runs := 1; ; runs++ {
+		if *flagStop && stopped.Load() {
+			t.Logf("%s on %s: stopped after %d orders: a violation was found", sc.name, be.name, runs-1)
+			return runs - 1
+		}
 		c := &chooser{prefix: prefix}
 		w := runOrder(t, be, sc, nonce, c, runs)
 		if len(w.violations) > 0 {

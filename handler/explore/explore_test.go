@@ -32,6 +32,7 @@ var stopped atomic.Bool
 // TestExplore explores seeds on every store configuration; a failing seed
 // prints its trace and the command that reproduces it.
 func TestExplore(t *testing.T) {
+	t.Parallel() // beside TestEnumerate
 	seeds := seedList()
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)

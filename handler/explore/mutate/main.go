@@ -239,7 +239,7 @@ func run(ctx context.Context, root, work string, m mutant, args []string) result
 	if out, err := build.CombinedOutput(); err != nil {
 		return done("BROKEN", "does not compile", string(out))
 	}
-	targs := []string{"-test.run", "^(TestEnumerate|TestExplore)$", "-test.count", "1", "-stop"}
+	targs := []string{"-test.run", "^(TestEnumerate|TestExplore)$", "-test.count", "1", "-test.parallel", "6", "-stop"}
 	for prefix, stores := range storesOf {
 		if strings.HasPrefix(m.file, prefix) && !hasFlag(args, "stores") {
 			targs = append(targs, "-stores", stores)
