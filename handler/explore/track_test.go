@@ -143,6 +143,7 @@ type objectLog struct {
 	w    *world
 	sums map[string]string
 	at   map[string]time.Duration // sim time of the write (object expiry)
+	gone map[string]bool          // expired (feature expiry)
 }
 
 func (o *objectLog) put(a *actor, key string, body []byte) {
@@ -161,6 +162,7 @@ func (o *objectLog) put(a *actor, key string, body []byte) {
 func (o *objectLog) forget(key string) {
 	delete(o.sums, key)
 	delete(o.at, key)
+	o.gone[key] = true
 }
 
 // mark is the model's tag of a prompt: every answer carries it, so that an

@@ -113,7 +113,8 @@ type world struct {
 	feat      map[string]bool    // the world's features (-world)
 	maxClock  time.Duration      // the explored phase's clock bound
 	retention time.Duration      // the purge's (feature purge)
-	objectTTL time.Duration      // objects expire this long after their write (feature purge)
+	objectTTL time.Duration      // objects expire this long after their write (feature expiry)
+	tombAge   time.Duration      // a tombstone's age when the purge deletes it
 	holders   map[string]*holder // K → its lease's holder
 	finishers map[string]*holder // K → its finish's holder
 	posts     map[string][]*post // K → every notification POST
@@ -144,11 +145,13 @@ func newBareWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 		staleUntil: map[string]time.Duration{}, feat: worldFeatures(), maxClock: maxExplored, nonce: nonce, lives: map[string]int{},
 		holders: map[string]*holder{}, finishers: map[string]*holder{}, posts: map[string][]*post{},
 		log: slog.New(slog.NewJSONHandler(io.Discard, nil)), names: strings.NewReplacer()}
-	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}}
+	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}, gone: map[string]bool{}}
 	if w.feat["purge"] {
 		w.retention = 2 * time.Hour
+		w.tombAge = 100 * w.retention // objects never expire: tombstones stay
 		if w.feat["expiry"] {
 			w.objectTTL = w.retention * time.Duration(1+rng.IntN(3))
+			w.tombAge = w.objectTTL + w.retention // OBJECT_EXPIRE_DAYS + a margin
 		}
 		w.maxClock = 3*w.retention + maxExplored
 	}
@@ -374,6 +377,7 @@ func (w *world) runTry(a *actor) {
 		if o.Status == string(driver.StatusRunning) {
 			w.checkHeld(a, o.IdempotencyKey)
 		}
+		w.checkFinishFailedAcked(a, o.IdempotencyKey)
 		return
 	}
 	w.retryOrDLQ(a)
@@ -450,7 +454,8 @@ func (w *world) pipeline(a *actor) *handler.Pipeline {
 	return &handler.Pipeline{Engine: a.engine,
 		Results: func(context.Context, handler.Credentials) (handler.ResultStore, error) { return rs, nil },
 		Model:   &modelW{a: a, m: w.model}, Notify: &notifyW{a: a, n: w.notes}, Tasks: handler.Builtin(),
-		Fault: func(point string) { a.yield("fault "+point, false) }, Log: w.log}
+		Fault: func(point string) { a.yield("fault "+point, false) }, Log: w.log,
+		Retention: handler.Retention{Records: w.retention, Tombstones: w.tombAge}}
 }
 
 func mustDerive(t *testing.T, tenant string, s *keySpec) keys.Derived {

@@ -173,24 +173,38 @@ func (s *storeW) AddStats(ctx context.Context, rows []driver.StatRow) error {
 	return s.s.AddStats(ctx, rows)
 }
 
-// Purge checks that it deleted only records that outlived the retention
-// and were purgeable (driver.Purgeable): one actor runs at a time, so the
-// records before and after are the purge's doing.
+// Purge checks what it retired and deleted (one actor runs at a time, so
+// the records before and after are the purge's doing): it retires to a
+// tombstone only a purgeable record (driver.Purgeable) unchanged for the
+// retention, and deletes only a tombstone past its age.
 func (s *storeW) Purge(ctx context.Context, r driver.PurgeRequest) (rep driver.PurgeReport, err error) {
 	err = call(s.a, "store.Purge", storeErr, func() error {
-		before := s.w().records()
+		w := s.w()
+		before := w.records()
 		rep, err = s.s.Purge(ctx, r)
-		after := s.w().records()
-		for k, rec := range before {
-			if _, kept := after[k]; kept {
-				continue
-			}
-			s.w().tracef("%s purged %s (%s)", s.a.name, k, rec.Status)
-			// Redis may answer its final state until its entry expires.
-			s.w().staleUntil[k] = s.w().now + dedupTTL
-			if !driver.Purgeable(rec) || time.Since(rec.UpdatedAt) < r.OlderThan {
-				s.w().violate("%s: purged %s (%s, finish %q), not purgeable or changed within the retention", s.a.name, k,
-					rec.Status, rec.Finish)
+		after := w.records()
+		tombAge := r.TombstonesOlderThan
+		if tombAge <= 0 {
+			tombAge = driver.DefaultTombstoneAge
+		}
+		tombAge = max(tombAge, r.OlderThan)
+		for k, was := range before {
+			now, kept := after[k]
+			age := time.Since(was.UpdatedAt)
+			switch {
+			case !kept:
+				w.tracef("%s deleted %s (%s, tombstone %v)", s.a.name, k, was.Status, was.Tombstone)
+				// (retired and deleted in one batch when it is past both ages)
+				if age < tombAge || !was.Tombstone && !driver.Purgeable(was) {
+					w.violate("%s: deleted %s (%s, finish %q, tombstone %v, %s old), not a tombstone past its age", s.a.name,
+						k, was.Status, was.Finish, was.Tombstone, age.Round(time.Second))
+				}
+			case now.Tombstone && !was.Tombstone:
+				w.tracef("%s retired %s (%s)", s.a.name, k, was.Status)
+				if !driver.Purgeable(was) || age < r.OlderThan {
+					w.violate("%s: retired %s (%s, finish %q, %s old), not purgeable or changed within the retention", s.a.name,
+						k, was.Status, was.Finish, age.Round(time.Second))
+				}
 			}
 		}
 		return err
