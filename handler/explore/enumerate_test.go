@@ -24,7 +24,7 @@ var (
 )
 
 // defaultEnum: the scenarios whose findings are fixed.
-const defaultEnum = "late-publish-over-reset,stale-step"
+const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify"
 
 // scenario is one small world: setup brings the key to the state the
 // window opens from (run to its end, in order); actors then race.
@@ -59,6 +59,18 @@ var scenarios = []scenario{
 			clock := w.clockActor(w.lease + time.Second)
 			b := w.tryActor(w.newDelivery(s, "fc-b"), 0)
 			b.after = clock // FC delivers it after the jump (an earlier one is another scenario's order)
+			return []*actor{w.tryActor(w.newDelivery(s, "fc-a"), 0), clock, b}
+		}},
+	{name: "double-submit-notify", stores: "bolt",
+		about: "a delivery asking for notify saves its input and stops; a double submit without notify takes the key over",
+		setup: func(w *world) []*actor { return nil },
+		actors: func(w *world) []*actor {
+			s := w.spec(scriptOK, true)
+			clock := w.clockActor(w.lease + time.Second)
+			d := w.newDelivery(s, "fc-b")
+			d.body = s.bodies[1] // the same action, without notify
+			b := w.tryActor(d, 0)
+			b.after = clock
 			return []*actor{w.tryActor(w.newDelivery(s, "fc-a"), 0), clock, b}
 		}},
 	{name: "slow-finish-holder", stores: "bolt",
