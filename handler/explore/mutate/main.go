@@ -62,8 +62,14 @@ func main() {
 	jobs := flag.Int("j", 2, "mutants run at once")
 	only := flag.String("only", "", "comma-separated mutant names to run (default all)")
 	verbose := flag.Bool("v", false, "print the explorer's output of every mutant")
+	all := flag.Bool("all", false, "run the known survivors too (testdata/mutants/survivors.txt)")
 	flag.Parse()
 	exploreArgs := flag.Args()
+	known, err := survivors(filepath.Join(*dir, "survivors.txt"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		os.Exit(2)
+	}
 	ms, err := load(*dir, *only)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
@@ -87,6 +93,10 @@ func main() {
 	sem := make(chan struct{}, max(*jobs, 1))
 	var wg sync.WaitGroup
 	for i, m := range ms {
+		if why, ok := known[m.name]; ok && !*all && *only == "" {
+			results[i] = result{m: m, verdict: "KNOWN", by: "not run: a known survivor (" + why + ")"}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -112,19 +122,49 @@ func main() {
 func report(results []result, took time.Duration) int {
 	fmt.Printf("\nkill table (%s in all)\n", took.Round(time.Second))
 	fmt.Printf("%-44s %-8s %7s  %s\n", "mutant", "verdict", "seconds", "killed by / why")
-	bad := 0
+	bad, skipped := 0, 0
 	for _, r := range results {
 		fmt.Printf("%-44s %-8s %7.1f  %s\n", r.m.name, r.verdict, r.secs, r.by)
+		if r.verdict == "KNOWN" {
+			skipped++
+			continue
+		}
 		if r.verdict != "killed" {
 			bad++
 			fmt.Printf("    %s: %s\n", r.m.file, r.m.why)
 		}
 	}
-	fmt.Printf("%d of %d mutants killed\n", len(results)-bad, len(results))
+	fmt.Printf("%d of %d mutants killed, %d known survivors not run (survivors.txt; -all runs them)\n",
+		len(results)-bad-skipped, len(results)-skipped, skipped)
 	if bad > 0 {
 		return 1
 	}
 	return 0
+}
+
+// survivors reads the known survivors: "name: why" lines (# comments),
+// mutants the explorer does not kill yet, each with the reason.
+func survivors(path string) (map[string]string, error) {
+	out := map[string]string{}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, why, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(why) == "" {
+			return nil, fmt.Errorf("%s: %q: want \"name: why\"", path, line)
+		}
+		out[strings.TrimSpace(name)] = strings.TrimSpace(why)
+	}
+	return out, nil
 }
 
 func load(dir, only string) ([]mutant, error) {
