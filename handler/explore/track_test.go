@@ -67,7 +67,7 @@ func (w *world) wrote(a *actor, op, key string, fence int64) {
 
 // claimedFinish: a takes key's pending finish; nobody else may hold it live.
 func (w *world) claimedFinish(a *actor, key string) {
-	if h := w.finishers[key]; h.live(w.now) && h.a != a {
+	if h := w.finishers[key]; h.live(w.now) && h.a != a && !laterTry(a, h.a) {
 		w.violate("%s: took the finish of %s while %s holds it live (%s left)", a.name, key, h.a.name, h.until-w.now)
 	}
 	w.finishers[key] = &holder{a: a, until: w.now + w.lease}
