@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -39,19 +38,11 @@ func (i *instance) request(t *testing.T, method, path, key, contentType string, 
 	case key != "":
 		req.Header.Set(idemhttp.HeaderKey, `"`+key+`"`)
 	}
-	for k, v := range extra {
-		req.Header.Set(k, v)
+	a := send(t, req, extra)
+	if bytes.Contains(a.body, []byte("SECRET-must-not-leak")) {
+		t.Fatalf("an answer carries the invocation's secret: %s", a.body)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if bytes.Contains(b, []byte("SECRET-must-not-leak")) {
-		t.Fatalf("an answer carries the invocation's secret: %s", b)
-	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: b}
+	return a
 }
 
 func taskData(content string, extra map[string]any) []byte {

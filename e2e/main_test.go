@@ -121,6 +121,12 @@ func (i *instance) invoke(t *testing.T, body []byte, requestID string, extra map
 	req.Header.Set("x-fc-region", "cn-hangzhou")
 	req.Header.Set("x-fc-account-id", "1234567890123456")
 	req.Header.Set("x-fc-function-timeout", "60")
+	return send(t, req, extra)
+}
+
+// send sends req with the extra headers and reads the whole answer.
+func send(t *testing.T, req *http.Request, extra map[string]string) answer {
+	t.Helper()
 	for k, v := range extra {
 		req.Header.Set(k, v)
 	}
