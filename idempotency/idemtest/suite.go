@@ -96,6 +96,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("FastUnconfirmedClaimOfADeadWorker", func(t *testing.T) { fastUnconfirmed(t, h) })
 		t.Run("FastUnconfirmedTakeoverOfADeadWorker", func(t *testing.T) { fastUnconfirmedTakeover(t, h) })
 		t.Run("FastUnconfirmedClaimOfALiveWorker", func(t *testing.T) { fastUnconfirmedLive(t, h) })
+		t.Run("FastUnconfirmedClaimNeverAnswersTheClaimantsRetry", func(t *testing.T) { fastUnconfirmedRetry(t, h) })
 	}
 }
 
