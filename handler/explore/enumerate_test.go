@@ -27,7 +27,7 @@ var (
 // is not one: its holder stops past its finish lease by the stores' clock,
 // but the engine checks the lease on the process's own clock
 // (Finisher.Hold), which the world does not move.
-const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count"
+const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count,claim-reported-failed"
 
 // scenario is one small world: setup brings the key to the state the
 // window opens from (run to its end, in order); actors then race.
@@ -236,11 +236,20 @@ func (w *world) stepToNextCall(a *actor) {
 	if a.state == pending {
 		w.start(a)
 	} else {
-		w.resume(a, proceed)
+		w.resume(a, a.instr())
 	}
 	for a.state == atYield && !decision(a.point) {
-		w.resume(a, proceed)
+		w.resume(a, a.instr())
 	}
+}
+
+// instr: the scenario's fault at its point, else proceed.
+func (a *actor) instr() instr {
+	if a.failAt != "" && a.point == a.failAt && a.fail {
+		a.failAt = ""
+		return fail
+	}
+	return proceed
 }
 
 // decision: the orders enumerated are those of the store and Redis calls

@@ -70,6 +70,7 @@ type delivery struct {
 	go1      bool // over the go1 runtime API: its tries carry no retry count
 	norc     bool // over the custom runtime without x-fc-retry-count: RetryCount -1
 	late     bool // a new submission long after the others (not a retry of theirs)
+	scripted int  // an enumerated scenario races its tries up to this one itself: FC adds none of them
 }
 
 type world struct {
@@ -331,6 +332,9 @@ func (w *world) ended(a *actor) {
 // dead-letter queue (and, sometimes, an operator who replays it).
 func (w *world) retryOrDLQ(a *actor) {
 	d := a.d
+	if a.try+1 <= d.scripted {
+		return // the scenario's own actor is that retry
+	}
 	if a.try+1 < w.fcTries {
 		at := w.now
 		if w.feat["delay"] { // FC's back-off before the retry
