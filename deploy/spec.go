@@ -297,7 +297,7 @@ func Idemgate() Stack {
 					Timer: &Timer{Cron: "@every 1m", Payload: "sweep"}},
 				// Daily at 19:00 UTC, 03:00 in China Standard Time: the quiet
 				// hours of most deployments in the mainland regions.
-				{Name: "purge", Qualifier: "LATEST", Description: "deletes finished records older than RETENTION_DAYS, daily",
+				{Name: "purge", Qualifier: "LATEST", Description: "retires finished records older than RETENTION_DAYS to tombstones, deletes expired tombstones, daily",
 					Timer: &Timer{Cron: "0 0 19 * * *", Payload: "purge"}},
 				{Name: "api", Qualifier: "LATEST", Description: "POST /tasks and GET /tasks/{idempotency_key} with Idempotency-Key (docs/api.md)",
 					HTTP: &HTTP{AuthType: "function", Methods: []string{"GET", "POST"}}},
