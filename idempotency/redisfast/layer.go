@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -112,6 +113,8 @@ type Layer struct {
 	rdb redis.UniversalClient
 	ap  *redis.AutoPipeliner // nil when rdb has none (see New)
 	ttl time.Duration
+	// prefix starts every key of this layer (WithKeyPrefix).
+	prefix string
 	// calls is the number of script calls under way: one alone takes the
 	// plain round trip, which the autopipeliner's hand-off would only slow.
 	calls atomic.Int64
@@ -119,26 +122,49 @@ type Layer struct {
 
 var _ driver.FastLayer = (*Layer)(nil)
 
+// Option configures a Layer.
+type Option func(*Layer)
+
+// WithKeyPrefix starts every key of the layer with p (REDIS_KEY_PREFIX), so
+// that deployments or test runs sharing one Redis database keep apart and
+// each can find and delete its own keys (SCAN MATCH p*). p must not hold a
+// brace: the hash tag {K} must stay the key's first, so that Cluster keeps
+// the whole key on K's slot.
+func WithKeyPrefix(p string) Option { return func(l *Layer) { l.prefix = p } }
+
+// MaxKeyPrefix is the longest key prefix accepted.
+const MaxKeyPrefix = 64
+
 // New wraps a client. ttl is DEDUP_TTL_SECONDS; it must be in (0, 300 s].
 // Build the client with ContextTimeoutEnabled so that the engine's per-call
 // bound (50 ms by default) reaches the socket.
-func New(rdb redis.UniversalClient, ttl time.Duration) (*Layer, error) {
+func New(rdb redis.UniversalClient, ttl time.Duration, opts ...Option) (*Layer, error) {
 	if ttl <= 0 || ttl > MaxTTL {
 		return nil, fmt.Errorf("redisfast: ttl %s out of (0, %s]", ttl, MaxTTL)
 	}
 	l := &Layer{rdb: rdb, ttl: ttl}
+	for _, o := range opts {
+		o(l)
+	}
+	if strings.ContainsAny(l.prefix, "{}") || len(l.prefix) > MaxKeyPrefix {
+		return nil, fmt.Errorf("redisfast: key prefix %q: want at most %d bytes and no brace", l.prefix, MaxKeyPrefix)
+	}
 	if ap, err := rdb.AsyncAutoPipeline(); err == nil {
 		l.ap = ap
 	}
 	return l, nil
 }
 
-// Key is the Redis key of K, hash-tagged so that Cluster keeps it on one slot.
+// Key is the Redis key of K without a prefix, hash-tagged so that Cluster
+// keeps it on one slot.
 func Key(k string) string { return "idem:{" + k + "}" }
+
+// Key is the Redis key of K in this layer: its prefix, then Key(k).
+func (l *Layer) Key(k string) string { return l.prefix + Key(k) }
 
 // Claim runs the claim script.
 func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (driver.FastAnswer, error) {
-	vals, err := l.run(ctx, claimScript, []string{Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds(), try).StringSlice()
+	vals, err := l.run(ctx, claimScript, []string{l.Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds(), try).StringSlice()
 	if err != nil {
 		return driver.FastAnswer{}, fmt.Errorf("redis claim: %w", err)
 	}
@@ -170,7 +196,7 @@ func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHa
 
 // Publish mirrors a committed record with CAS on its fence.
 func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.Duration) error {
-	err := l.run(ctx, publishScript, []string{Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
+	err := l.run(ctx, publishScript, []string{l.Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
 		rec.LeaseOwner, rec.PayloadHash, leaseLeft.Milliseconds(), rec.ResultRef, rec.LastErrorCode, rec.LastError,
 		l.ttl.Milliseconds(), rec.LeaseTry).Err()
 	if err != nil {
@@ -181,7 +207,7 @@ func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.D
 
 // Release drops owner's unconfirmed claim.
 func (l *Layer) Release(ctx context.Context, key, owner string) error {
-	if err := l.run(ctx, releaseScript, []string{Key(key)}, owner).Err(); err != nil {
+	if err := l.run(ctx, releaseScript, []string{l.Key(key)}, owner).Err(); err != nil {
 		return fmt.Errorf("redis release: %w", err)
 	}
 	return nil
@@ -189,7 +215,7 @@ func (l *Layer) Release(ctx context.Context, key, owner string) error {
 
 // Forget deletes the entry.
 func (l *Layer) Forget(ctx context.Context, key string) error {
-	if err := l.rdb.Del(ctx, Key(key)).Err(); err != nil {
+	if err := l.rdb.Del(ctx, l.Key(key)).Err(); err != nil {
 		return fmt.Errorf("redis forget: %w", err)
 	}
 	return nil
