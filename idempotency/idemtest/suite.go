@@ -97,6 +97,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("FastUnconfirmedTakeoverOfADeadWorker", func(t *testing.T) { fastUnconfirmedTakeover(t, h) })
 		t.Run("FastUnconfirmedClaimOfALiveWorker", func(t *testing.T) { fastUnconfirmedLive(t, h) })
 		t.Run("FastUnconfirmedClaimNeverAnswersTheClaimantsRetry", func(t *testing.T) { fastUnconfirmedRetry(t, h) })
+		t.Run("FastLatePublishOverRegistration", func(t *testing.T) { fastLatePublishOverRegistration(t, h) })
 	}
 }
 
