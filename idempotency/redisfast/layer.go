@@ -81,10 +81,15 @@ if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fence = tonumber(ARGV[2])
-local h = redis.call('HMGET', KEYS[1], 'st', 'fe')
+local h = redis.call('HMGET', KEYS[1], 'st', 'fe', 'uc', 'ow')
 if h[1] then
   local cur = tonumber(h[2] or '0')
   if cur > fence then return 'KEPT' end
+  -- Another owner registered over this fence (its lease ran out, or the
+  -- record failed): a RUNNING of that fence for someone else is older news
+  -- than the registration, whose claimant's Store answer comes at a higher
+  -- fence (its takeover, or a third owner's).
+  if cur == fence and h[3] == '1' and ARGV[1] == 'RUNNING' and h[4] ~= ARGV[4] then return 'KEPT' end
   if cur == fence and (h[1] == 'SUCCEEDED' or h[1] == 'FAILED_FINAL') and ARGV[1] ~= h[1] then return 'KEPT' end
   -- A renewal that arrives after the same fence's failure is stale: only a
   -- takeover (a higher fence) makes a key RUNNING again.
