@@ -178,6 +178,12 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 			// retry of a claim that committed but reported failure, was
 			// answered 200 and the work lost). The Store decides; its
 			// answer is published, so later duplicates are answered here.
+		case ans.Verdict == driver.FastRepeatOther && req.Try > 0:
+			// FC's retry of a try that was not acknowledged: an "in
+			// progress" answer would acknowledge it, and the entry may be
+			// older news than the Store (a late publish after the lease
+			// it names was taken over, an eviction): only the Store may.
+			// Retries are few; this costs nothing on the hot path.
 		case ans.Verdict == driver.FastRepeatOther && req.Owner != "" && ans.Record.LeaseOwner == req.Owner && req.Try >= 0:
 			// A copy of the holder's known try: the Store marks its try
 			// (driver.ActMarkTry), so FC's retry of it does not take the

@@ -146,7 +146,8 @@ func newBareWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 		staleUntil: map[string]time.Duration{}, feat: worldFeatures(), maxClock: maxExplored, nonce: nonce, lives: map[string]int{},
 		holders: map[string]*holder{}, finishers: map[string]*holder{}, posts: map[string][]*post{},
 		log: slog.New(slog.NewJSONHandler(io.Discard, nil)), names: strings.NewReplacer()}
-	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}, gone: map[string]bool{}}
+	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}, gone: map[string]bool{},
+		goneIn: map[string]int{}}
 	if w.feat["purge"] {
 		w.retention = 2 * time.Hour
 		w.tombAge = 100 * w.retention // objects never expire: tombstones stay

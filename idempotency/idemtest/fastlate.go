@@ -49,8 +49,17 @@ func fastLatePublishOverRegistration(t *testing.T, h Harness) {
 	if err := h.Fast.Publish(ctx, dRes.Record, dRes.LeaseLeft); err != nil { // d's late publish
 		t.Fatal(err)
 	}
+	// The entry must still say "a registered, unconfirmed": the Store
+	// decides for whoever meets it next.
+	peek, err := h.Fast.Claim(ctx, key, "x", 0, a.PayloadHash, idempotency.DefaultLease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peek.Verdict == driver.FastRepeatOther && !peek.Unconfirmed && peek.Record.LeaseOwner == "c" {
+		t.Fatalf("d's late publish of fence %d turned a's registration into c's confirmed lease", dRes.Record.Fence)
+	}
+	// FC's retry over the go1 runtime (try 0 again): only the entry tells.
 	retry := a
-	retry.Try = 1
 	res, l := claim(t, e, retry)
 	if l == nil && res.Decision == idempotency.DecisionRepeatOther && !driver.RetryLater(res.Record, retry.Owner) {
 		cRetry := req(key, "c")
@@ -62,5 +71,35 @@ func fastLatePublishOverRegistration(t *testing.T, h Harness) {
 	}
 	if l != nil {
 		_ = l.Complete(ctx, "ref")
+	}
+}
+
+// fastRetryAsksTheStore: FC's known later try never takes "in progress"
+// from the fast layer, which may be older news than the Store — here an
+// entry naming c's lease, as a late publish leaves it on a key whose entry
+// was evicted, while the Store's lease is a's own. Answered from it, a's
+// retry would be acknowledged while a's dead try holds the key.
+func fastRetryAsksTheStore(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	storeOnly := h.NewEngine(t, idempotency.WithFastLayer(nil))
+	ctx := context.Background()
+	key := NewKey()
+	a := req(key, "a")
+	first, _ := claim(t, storeOnly, a)
+	stale := first.Record
+	stale.LeaseOwner, stale.LeaseTry = "c", 0
+	if err := h.Fast.Publish(ctx, stale, idempotency.DefaultLease); err != nil {
+		t.Fatal(err)
+	}
+	retry := a
+	retry.Try = 1
+	res, l := claim(t, e, retry)
+	if l == nil {
+		t.Fatalf("FC's retry of a was answered %s by %s (owner %s) over a's own lease in the Store", res.Decision, res.Source,
+			res.Record.LeaseOwner)
+	}
+	want(t, "a's retry", res.Decision, idempotency.DecisionRepeatSame)
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
 	}
 }

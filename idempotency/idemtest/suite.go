@@ -98,6 +98,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("FastUnconfirmedClaimOfALiveWorker", func(t *testing.T) { fastUnconfirmedLive(t, h) })
 		t.Run("FastUnconfirmedClaimNeverAnswersTheClaimantsRetry", func(t *testing.T) { fastUnconfirmedRetry(t, h) })
 		t.Run("FastLatePublishOverRegistration", func(t *testing.T) { fastLatePublishOverRegistration(t, h) })
+		t.Run("FastRetryNeverTakesInProgressFromTheFastLayer", func(t *testing.T) { fastRetryAsksTheStore(t, h) })
 	}
 }
 

@@ -8,7 +8,7 @@
 //
 //	file: path/relative/to/repo/root.go
 //	why: one line saying which guard this removes
-//	test: ./package TestName|TestOther   (optional: see below)
+//	test: ./package TestName|TestOther[/Subtest]   (optional: see below)
 //	--- old
 //	<exact text that occurs exactly once in the file>
 //	--- new
@@ -18,9 +18,11 @@
 //
 //	go run ./handler/explore/mutate [-j 2] [-only name,name] -- <explorer flags, e.g. -seeds 150>
 //
-// A mutant of the input edge (parsing, limits: no recovery path, so
-// nothing the explorer's world sends reaches it) names instead, on a test:
-// line, the package and the tests that must kill it; they run with the
+// A mutant the explorer's world cannot reach (the input edge — parsing,
+// limits — which the world never sends wrong, and fast-layer windows only a
+// publish held back past another owner's registration opens) names
+// instead, on a test: line, the package and the tests (subtests with /)
+// that must kill it; they run with the
 // mutant compiled in (`go test -overlay -run`), and it is killed when one
 // fails. The kill table says which judged each mutant.
 //
@@ -148,7 +150,7 @@ func report(results []result, took time.Duration) int {
 			byTests++
 		}
 	}
-	fmt.Printf("%d of %d mutants killed (%d by the explorer, %d input-edge mutants by their tests), %d known survivors not run (survivors.txt; -all runs them)\n",
+	fmt.Printf("%d of %d mutants killed (%d by the explorer, %d by the tests they name), %d known survivors not run (survivors.txt; -all runs them)\n",
 		len(results)-bad-skipped, len(results)-skipped, len(results)-bad-skipped-byTests, byTests, skipped)
 	if bad > 0 {
 		return 1
@@ -327,7 +329,11 @@ func run(ctx context.Context, root, work string, m mutant, args []string) result
 
 // runTests judges an input-edge mutant by the tests its test: line names.
 func runTests(ctx context.Context, root, overlay string, m mutant) (verdict, by, log string) {
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-overlay", overlay, "-run", "^("+m.testRun+")$", m.testPkg)
+	levels := strings.Split(m.testRun, "/") // -run matches subtests level by level
+	for i, l := range levels {
+		levels[i] = "^(" + l + ")$"
+	}
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-overlay", overlay, "-run", strings.Join(levels, "/"), m.testPkg)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	log = string(out)
@@ -337,7 +343,13 @@ func runTests(ctx context.Context, root, overlay string, m mutant) (verdict, by,
 	case err == nil:
 		return "SURVIVED", "", log
 	case failRE.MatchString(log):
-		return "killed", "test " + failRE.FindStringSubmatch(log)[1] + " (" + m.testPkg + ")", log
+		deepest := ""
+		for _, f := range failRE.FindAllStringSubmatch(log, -1) {
+			if len(f[1]) > len(deepest) {
+				deepest = f[1]
+			}
+		}
+		return "killed", "test " + deepest + " (" + m.testPkg + ")", log
 	}
 	return "BROKEN", "the tests failed without a test failure (does it compile?): " + firstLine(lastLines(log, 5)), log
 }
