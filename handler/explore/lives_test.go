@@ -28,6 +28,10 @@ import (
 // purged keys), and notify URLs NOTIFY_ALLOWED_HOSTS refuses
 // (docs/design.md §6 "Retention", §8, §11, §13, §14 items 9 and 10).
 
+// forbidden is not in defaultWorld: at seed 113 (bolt+redis) it moves the
+// world onto a duplicate acknowledged by Redis's unconfirmed claim of a
+// copy whose store claim then failed, after the key's finish failed FINAL
+// (checkFinishFailedAcked); the enumerated forbidden-notify covers the rule.
 func init() {
 	features["forbidden"] = "some deliveries ask for a notify URL NOTIFY_ALLOWED_HOSTS refuses"
 	features["latereplay"] = "an operator replays, by key and from a dead letter, keys after the purge (with purge)"
