@@ -35,7 +35,9 @@ import (
 func init() {
 	features["forbidden"] = "some deliveries ask for a notify URL NOTIFY_ALLOWED_HOSTS refuses"
 	features["latereplay"] = "an operator replays, by key and from a dead letter, keys after the purge (with purge)"
-	scenarios = append(scenarios, livesScenarios...)
+	// First: each takes a second or two, and scenarios run one after
+	// another, so the mutation run meets a kill of theirs early.
+	scenarios = append(livesScenarios, scenarios...)
 }
 
 // livesWorld is what the lives checks track.
