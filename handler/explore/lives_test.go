@@ -28,10 +28,12 @@ import (
 // purged keys), and notify URLs NOTIFY_ALLOWED_HOSTS refuses
 // (docs/design.md §6 "Retention", §8, §11, §13, §14 items 9 and 10).
 
-// forbidden is not in defaultWorld: at seed 113 (bolt+redis) it moves the
-// world onto a duplicate acknowledged by Redis's unconfirmed claim of a
-// copy whose store claim then failed, after the key's finish failed FINAL
-// (checkFinishFailedAcked); the enumerated forbidden-notify covers the rule.
+// Neither feature is in defaultWorld: each changes the seeds' worlds, so
+// that mutants killed by a seed of main's world (finish-done-before-post)
+// may survive, and forbidden at seed 113 (bolt+redis) moves the world onto
+// a duplicate acknowledged by Redis's unconfirmed claim of a copy whose store
+// claim then failed, after the key's finish failed FINAL
+// (checkFinishFailedAcked). The enumerated livesScenarios cover their rules.
 func init() {
 	features["forbidden"] = "some deliveries ask for a notify URL NOTIFY_ALLOWED_HOSTS refuses"
 	features["latereplay"] = "an operator replays, by key and from a dead letter, keys after the purge (with purge)"
