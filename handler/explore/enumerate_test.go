@@ -19,7 +19,7 @@ import (
 // the call) is run once.
 
 var (
-	flagEnum      = flag.String("enum", defaultEnum, "scenarios TestEnumerate runs, comma-separated, or all")
+	flagEnum      = flag.String("enum", defaultEnum+","+livesEnum, "scenarios TestEnumerate runs, comma-separated, or all")
 	flagEnumDepth = flag.Int("enum-depth", 0, "decisions per run of TestEnumerate (orders past it run in a fixed order; default 10, or 6 without -seeds)")
 )
 

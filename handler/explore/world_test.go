@@ -125,6 +125,7 @@ type world struct {
 	tenant    string
 	pairs     []string       // K → spec name, for the trace
 	lives     map[string]int // K → lives begun (a FIRST claim after a purge begins another)
+	lv        livesWorld     // lives_test.go: purged keys, tombstones, refused notify URLs
 }
 
 // newWorld generates seed's world on be.
@@ -132,6 +133,7 @@ func newWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 	w := newBareWorld(t, seed, be, nonce)
 	w.genSpecs(nonce)
 	w.genActors()
+	w.genLives()
 	return w
 }
 
@@ -437,6 +439,7 @@ func (w *world) noteOutcome(a *actor, o handler.Outcome) {
 		w.successes[o.IdempotencyKey] = append(w.successes[o.IdempotencyKey], o.ResultRef)
 		w.checkAnswerPayload(a, o)
 	}
+	w.checkLivesAnswer(a, o)
 }
 
 // pipeline builds the process's own pipeline: its engine and every outside
