@@ -81,8 +81,10 @@ var scenarios = []scenario{
 		setup: func(w *world) []*actor { return nil },
 		actors: func(w *world) []*actor {
 			s := w.spec(scriptOK, true)
-			return []*actor{w.tryActor(w.newDelivery(s, "fc-slow"), 0), w.clockActor(w.lease + w.grace + time.Second),
-				w.sweepActor()}
+			clock := w.clockActor(w.lease + w.grace + time.Second)
+			sweep := w.sweepActor()
+			sweep.after = clock // before the jump it lists nothing
+			return []*actor{w.tryActor(w.newDelivery(s, "fc-slow"), 0), clock, sweep}
 		}},
 	{name: "copies-without-retry-count", stores: "bolt",
 		about: "three copies of one request without x-fc-retry-count (RetryCount -1)",
