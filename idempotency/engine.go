@@ -57,6 +57,7 @@ type options struct {
 	cacheSize    int
 	cacheTTL     time.Duration
 	retryBackoff time.Duration
+	now          func() time.Time
 }
 
 // Option configures an Engine.
@@ -100,6 +101,27 @@ func WithRetryBackoff(base time.Duration) Option {
 	return func(o *options) { o.retryBackoff = max(base, 0) }
 }
 
+// WithClock sets the clock the engine measures its own time on (default
+// time.Now): how long a finish it holds has left ([Finisher.Hold]), when
+// [Lease.KeepAlive] gives up, the fast layer's back-off, how much of a
+// context's deadline is left (a lease is clamped to it), and the deadline
+// Finisher.Hold sets on the effect it bounds. Deadlines are instants on
+// this clock, while a context's timer fires on the real one: a clock ahead
+// of real time ends those contexts later than their deadline says (a
+// simulation checks the deadline on its own clock), one behind real time
+// ends them early. Instants the store recorded (a record's lease_until,
+// retry_after) are the store's: the store decides on its own clock, and the
+// engine's guesses at its decisions (a replay's pre-check, WithWaitInFlight's
+// poll) read the wall clock, not this one. For simulations
+// (handler/explore moves it with the stores' clock).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	}
+}
+
 // WithLogger sets the logger (default slog.Default()). The engine logs with
 // the caller's context, so a context-aware handler can add request fields.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -108,7 +130,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func New(store driver.Store, opts ...Option) *Engine {
 	o := options{lease: DefaultLease, maxAttempts: DefaultMaxAttempts, fastTimeout: defaultFastTimeout,
 		fastBackoff: defaultFastBackoff, log: slog.Default(),
-		finishWindow: defaultFinishWindow, finishMax: defaultFinishBatch, retryBackoff: defaultRetryBackoff}
+		finishWindow: defaultFinishWindow, finishMax: defaultFinishBatch, retryBackoff: defaultRetryBackoff,
+		now: time.Now}
 	e := &Engine{store: store}
 	for _, opt := range opts {
 		opt(&o)
@@ -124,6 +147,19 @@ func New(store driver.Store, opts ...Option) *Engine {
 			"from an earlier delivery (WithDisabled; tests only)")
 	}
 	return e
+}
+
+// now reads the engine's clock (WithClock).
+func (e *Engine) now() time.Time { return e.o.now() }
+
+// until is how much of ctx's deadline is left on the engine's clock (ok
+// false without one).
+func (e *Engine) until(ctx context.Context) (left time.Duration, ok bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return dl.Sub(e.now()), true
 }
 
 // Store returns the durable store (operators' tools read through it).
@@ -145,8 +181,7 @@ func (e *Engine) fill(ctx context.Context, req ClaimRequest) (ClaimRequest, erro
 	if req.MaxAttempts <= 0 {
 		req.MaxAttempts = e.o.maxAttempts
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl)
+	if left, ok := e.until(ctx); ok {
 		if left <= 0 {
 			return req, Retryable("timeout", context.DeadlineExceeded)
 		}
@@ -252,7 +287,7 @@ func (e *Engine) fastDo(ctx context.Context, op string, call func(context.Contex
 	if e.fast == nil {
 		return false
 	}
-	if time.Now().UnixNano() < e.fastDownUntil.Load() {
+	if e.now().UnixNano() < e.fastDownUntil.Load() {
 		e.stats.fastSkipped.Add(1)
 		return false
 	}
@@ -260,7 +295,7 @@ func (e *Engine) fastDo(ctx context.Context, op string, call func(context.Contex
 	defer cancel()
 	if err := call(c); err != nil {
 		e.stats.fastErrors.Add(1)
-		e.fastDownUntil.Store(time.Now().Add(e.o.fastBackoff).UnixNano())
+		e.fastDownUntil.Store(e.now().Add(e.o.fastBackoff).UnixNano())
 		e.o.log.WarnContext(ctx, "fast layer unavailable, going on with the durable store alone",
 			"op", op, "error", err.Error())
 		return false
@@ -308,8 +343,8 @@ func (l *Lease) Duration() time.Duration { return l.lease }
 // fence moved on.
 func (l *Lease) Renew(ctx context.Context) error {
 	d := l.lease
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl))
+	if left, ok := l.e.until(ctx); ok {
+		d = min(d, left)
 	}
 	if d <= 0 {
 		return Retryable("timeout", context.DeadlineExceeded)
@@ -336,7 +371,7 @@ func (l *Lease) Complete(ctx context.Context, resultRef string) error {
 	}
 	c, cancel := detached(ctx)
 	defer cancel()
-	sent := time.Now()
+	sent := l.e.now()
 	if err := l.e.store.Complete(c, l.Key, l.Fence, comp); err != nil {
 		return storeErr("complete", err)
 	}
@@ -527,7 +562,7 @@ func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func()) {
 		defer close(exited)
 		t := time.NewTicker(max(l.lease/3, 10*time.Millisecond))
 		defer t.Stop()
-		lastOK := time.Now()
+		lastOK := l.e.now()
 		for {
 			select {
 			case <-done:
@@ -539,12 +574,12 @@ func (l *Lease) KeepAlive(ctx context.Context) (context.Context, func()) {
 			err := l.Renew(kctx)
 			switch {
 			case err == nil:
-				lastOK = time.Now()
+				lastOK = l.e.now()
 			case errors.Is(err, ErrLeaseLost):
 				l.e.o.log.WarnContext(ctx, "lease lost; stopping work", "fence", l.Fence)
 				cancel(ErrLeaseLost)
 				return
-			case time.Since(lastOK) >= l.lease:
+			case l.e.now().Sub(lastOK) >= l.lease:
 				l.e.o.log.WarnContext(ctx, "lease could not be renewed for a whole lease; stopping work",
 					"fence", l.Fence, "error", err.Error())
 				cancel(ErrLeaseLost)
@@ -579,13 +614,13 @@ type Finisher struct {
 // holder's lease runs.
 func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (driver.ClaimResult, *Finisher, error) {
 	lease := e.o.lease
-	if dl, ok := ctx.Deadline(); ok {
-		lease = min(lease, time.Until(dl))
+	if left, ok := e.until(ctx); ok {
+		lease = min(lease, left)
 	}
 	if lease <= 0 {
 		return driver.ClaimResult{}, nil, Retryable("timeout", context.DeadlineExceeded)
 	}
-	sent := time.Now()
+	sent := e.now()
 	res, err := e.store.ClaimFinish(ctx, driver.FinishRequest{Key: key, Owner: owner, Try: try, Lease: lease})
 	if err != nil {
 		return driver.ClaimResult{}, nil, storeErr("claim finish", err)
@@ -605,27 +640,28 @@ func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (d
 // the finish over, or it is no longer pending: do not do the effect. The
 // lease's end is estimated on this process's monotonic clock from before
 // the statement that set it was sent, so it never falls after the store's
-// own, whatever the two clocks say.
+// own, whatever the two clocks say. (This process's clock is the engine's,
+// WithClock; the context's deadline is an instant on it.)
 func (f *Finisher) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	if time.Since(f.taken) >= f.lease/3 {
+	now := f.e.now()
+	if now.Sub(f.taken) >= f.lease/3 {
 		lease := f.e.o.lease
-		if dl, ok := ctx.Deadline(); ok {
-			lease = min(lease, time.Until(dl))
+		if left, ok := f.e.until(ctx); ok {
+			lease = min(lease, left)
 		}
 		if lease <= 0 {
 			return nil, nil, Retryable("timeout", context.DeadlineExceeded)
 		}
-		sent := time.Now()
 		if err := f.e.store.Renew(ctx, f.Key, f.fence, lease); err != nil {
 			return nil, nil, storeErr("renew finish", err)
 		}
-		f.taken, f.lease = sent, lease
+		f.taken, f.lease = now, lease
 	}
-	left := f.lease - f.lease/10 - time.Since(f.taken)
-	if left <= 0 {
+	end := f.taken.Add(f.lease - f.lease/10)
+	if !f.e.now().Before(end) {
 		return nil, nil, Retryable("timeout", fmt.Errorf("finish lease of %s about to end: %w", f.Key, context.DeadlineExceeded))
 	}
-	c, cancel := context.WithTimeout(ctx, left)
+	c, cancel := context.WithDeadline(ctx, end)
 	return c, cancel, nil
 }
 

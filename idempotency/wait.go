@@ -27,12 +27,12 @@ const (
 // waitInFlight polls key until its record leaves the in-progress state it
 // was found in, or the wait ends; then it answers as a claim would.
 func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.ClaimResult) (driver.ClaimResult, *Lease, error) {
-	end := time.Now().Add(e.o.waitInFlight)
+	end := e.now().Add(e.o.waitInFlight)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
 		end = dl
 	}
 	for pause := waitFirstPoll; ; pause = min(2*pause, waitMaxPoll) {
-		pause = min(pause, time.Until(end))
+		pause = min(pause, end.Sub(e.now()))
 		if pause <= 0 || !sleep.For(ctx, pause) {
 			return res, nil, nil
 		}
@@ -49,7 +49,7 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.
 			}
 			e.publish(ctx, rec, 0)
 			return driver.ClaimResult{Decision: d, Record: rec, Source: "wait"}, nil, nil
-		case rec.Status != driver.StatusRunning || !time.Now().Before(rec.LeaseUntil.Add(-clockSlack)):
+		case rec.Status != driver.StatusRunning || !time.Now().Before(rec.LeaseUntil.Add(-clockSlack)): // the store's instant: the wall clock (WithClock)
 			return e.Claim(ctx, req) // failed, reset, or the owner's lease ran out: the store decides
 		}
 	}

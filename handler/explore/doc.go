@@ -11,7 +11,9 @@
 // every point where it talks to the outside (each store, Redis, object,
 // model and notify call, before and after, and the pipeline's named fault
 // points) it stops and the seed decides what happens next: another actor
-// runs, the clock jumps (leases expire, grace and horizons pass), the call
+// runs, the clock jumps (leases expire, grace and horizons pass: the stores'
+// clock moves by warp, the processes' by idempotency.WithClock, and an FC
+// try's context ends at FC's timeout on it; clock_test.go), the call
 // fails, the process crashes (kill -9: nothing after it runs) or pauses
 // (SIGSTOP: it wakes up later as a stale worker). After the world drains and
 // the sweeper has run to a standstill, the invariants of docs/design.md

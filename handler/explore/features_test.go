@@ -86,6 +86,7 @@ func (w *world) runLibrary(a *actor, key string) {
 	st := &storeW{a: a, s: w.be.store}
 	opts := []idempotency.Option{idempotency.WithLease(w.lease), idempotency.WithMaxAttempts(maxAttempts),
 		idempotency.WithLogger(w.log), idempotency.WithFastTimeout(5 * time.Second), idempotency.WithFastBackoff(0)}
+	opts = append(opts, w.clockOptions()...)
 	if w.be.fast != nil {
 		opts = append(opts, idempotency.WithFastLayer(&fastW{a: a, f: w.be.fast}))
 	}

@@ -58,6 +58,9 @@ func (w *world) wrote(a *actor, op, key string, fence int64) {
 		if h := w.holders[key]; h != nil && h.a == a {
 			h.until = w.now + w.lease
 		}
+		if h := w.finishers[key]; h != nil && h.a == a { // Finisher.Hold's renewal
+			h.until = w.now + w.lease
+		}
 	case "Complete":
 		delete(w.holders, key)
 		w.finishers[key] = &holder{a: a, fence: fence, until: w.now + w.lease}

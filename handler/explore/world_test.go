@@ -126,6 +126,8 @@ type world struct {
 	pairs     []string       // K → spec name, for the trace
 	lives     map[string]int // K → lives begun (a FIRST claim after a purge begins another)
 	lv        livesWorld     // lives_test.go: purged keys, tombstones, refused notify URLs
+
+	retries map[string]retryable // K → its retryable failure (clock_test.go)
 }
 
 // newWorld generates seed's world on be.
@@ -371,7 +373,9 @@ func (w *world) runTry(a *actor) {
 	if a.d.go1 { // the go1 runtime API carries no retry count: the SDK reports 0
 		meta = go1.Meta(fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: a.d.reqID}))
 	}
-	rep := p.Handle(context.Background(), a.d.body, meta)
+	ctx, cancel := w.invocation(a)
+	defer cancel()
+	rep := p.Handle(ctx, a.d.body, meta)
 	o := w.answer(a, rep.Body)
 	if a.timedOut || a.d.resolved {
 		return // FC gave up on this try; its answer reaches nobody
@@ -451,6 +455,7 @@ func (w *world) pipeline(a *actor) *handler.Pipeline {
 	opts := []idempotency.Option{idempotency.WithLease(w.lease), idempotency.WithMaxAttempts(maxAttempts),
 		idempotency.WithLogger(w.log), idempotency.WithFastTimeout(5 * time.Second), idempotency.WithFastBackoff(0),
 		idempotency.WithFinishBatch(24*time.Hour, 1<<20)}
+	opts = append(opts, w.clockOptions()...)
 	if w.be.fast != nil {
 		opts = append(opts, idempotency.WithFastLayer(&fastW{a: a, f: w.be.fast}))
 	}

@@ -53,6 +53,7 @@ func (s *storeW) w() *world { return s.a.w }
 func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r driver.ClaimResult, err error) {
 	err = call(s.a, "store.Claim "+req.Key, storeErr, func() error {
 		if r, err = s.s.Claim(ctx, req); err == nil && r.Decision.Owned() {
+			s.w().checkBackoff(s.a, req, r)
 			s.w().claimed(s.a, req.Key, r.Record.Fence, r.Decision == driver.DecisionFirst)
 		}
 		return err
@@ -73,12 +74,14 @@ func (s *storeW) Checkpoint(ctx context.Context, key string, fence int64, steps 
 }
 
 // fenced runs a write guarded by fence and checks that it landed only on
-// the record's current fence, RUNNING (one actor runs at a time, so the
-// record read before is the one the write met).
+// the record's current fence, RUNNING (a renewal: or a pending finish, which
+// Finisher.Hold renews) (one actor runs at a time, so the record read before
+// is the one the write met).
 func (s *storeW) fenced(op, key string, fence int64, write func() error) error {
 	before, gerr := s.s.Get(context.Background(), key)
 	err := write()
-	if err == nil && (gerr != nil || before.Fence != fence || before.Status != driver.StatusRunning) {
+	leased := before.Status == driver.StatusRunning || op == "Renew" && driver.Leased(before)
+	if err == nil && (gerr != nil || before.Fence != fence || !leased) {
 		s.w().violate("%s: %s with fence %d landed on %s@%d (%v)", s.a.name, op, fence, before.Status, before.Fence, gerr)
 	}
 	if err == nil {
@@ -135,7 +138,12 @@ func (s *storeW) Fail(ctx context.Context, key string, fence int64, f driver.Fai
 			s.w().checkAbandon(s.a, key)
 		}
 		s.w().checkFail(s.a, key, f)
-		return s.fenced("Fail", key, fence, func() error { return s.s.Fail(ctx, key, fence, f) })
+		at := s.w().clock()
+		err := s.fenced("Fail", key, fence, func() error { return s.s.Fail(ctx, key, fence, f) })
+		if err == nil && !f.Final {
+			s.w().failedRetryable(key, fence, at)
+		}
+		return err
 	})
 }
 
@@ -156,6 +164,7 @@ func (s *storeW) Reset(ctx context.Context, key string, rp driver.Replay) (prior
 		prior, after, err = s.s.Reset(ctx, key, rp)
 		s.w().checkReset(s.a, key, before)
 		s.w().checkTombstoneReset(s.a, key, before, len(replays), err)
+		s.w().checkResetBackoff(s.a, key)
 		return err
 	})
 	return prior, after, err
@@ -342,6 +351,9 @@ func (n *notifyW) Post(ctx context.Context, url, key, requestID string, body []b
 	w := n.a.w
 	var p *post
 	err := call(n.a, "notify "+key, idempotency.Retryable("temporary_unavailable", errInjected), func() error {
+		if err := w.pastDeadline(ctx); err != nil {
+			return err
+		}
 		if w.feat["notifyfinal"] && n.n.refuses[key] && !n.n.refused[key] { // the receiver refuses it once, for good
 			n.n.refused[key] = true
 			return idempotency.Final("notify_rejected", errors.New("the receiver answered 410"))

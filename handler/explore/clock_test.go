@@ -1,0 +1,204 @@
+package explore_test
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/driver"
+)
+
+// The processes' clock. The stores see the world's clock move through warp
+// (every stored instant moves back by a jump); a process measures its own
+// time on the engine's clock (idempotency.WithClock: a finish's hold, the
+// deadline it sets on the notify POST, the fast layer's back-off), which is
+// real time plus every jump so far. The two agree on every interval: an
+// instant a process took and one the store recorded both lie a jump further
+// in the past after it. (Instants the store recorded are still compared with
+// the wall clock by the engine, which warp keeps right.)
+
+// retryBackoff is the world's base retry back-off (WithRetryBackoff; the
+// engine's default).
+const retryBackoff = time.Second
+
+// clock is the processes' clock: real time, moved by every jump.
+func (w *world) clock() time.Time { return time.Now().Add(w.now) }
+
+// clockOptions are the engine options every process of the world gets.
+func (w *world) clockOptions() []idempotency.Option {
+	return []idempotency.Option{idempotency.WithClock(w.clock), idempotency.WithRetryBackoff(retryBackoff)}
+}
+
+// invocation is the context of an FC try: it ends at FC's timeout (the
+// try's start plus the lease, when the world times it out), on the
+// processes' clock. Its timer never fires in a seed's real time; the
+// engine reads the deadline (a lease is clamped to it) and the world's
+// notify receiver honours it (pastDeadline).
+func (w *world) invocation(a *actor) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.Background(), time.Now().Add(a.started+w.lease))
+}
+
+// pastDeadline is the HTTP client's check of its request's context: a POST
+// whose deadline has passed on the processes' clock (the clock jumped while
+// the poster stood before it) is not sent.
+func (w *world) pastDeadline(ctx context.Context) error {
+	if dl, ok := ctx.Deadline(); ok && !w.clock().Before(dl) {
+		return idempotency.Retryable("timeout", context.DeadlineExceeded)
+	}
+	return nil
+}
+
+// retryable is a key's retryable failure as the world saw it recorded.
+type retryable struct {
+	fence   int64
+	attempt int
+	owner   string
+	try     int
+	at      time.Time // on the processes' clock, before the write: no later than the store's now
+}
+
+// failedRetryable notes key's retryable failure at fence, written by a
+// statement sent at at.
+func (w *world) failedRetryable(key string, fence int64, at time.Time) {
+	rec, err := w.be.store.Get(context.Background(), key)
+	if err != nil || rec.Fence != fence || rec.Status != driver.StatusFailedRetryable {
+		return
+	}
+	if w.retries == nil {
+		w.retries = map[string]retryable{}
+	}
+	w.retries[key] = retryable{fence: fence, attempt: rec.Attempt, owner: rec.LeaseOwner, try: rec.LeaseTry, at: at}
+}
+
+// checkBackoff (docs/design.md §6, §14 item 3): a claim that took over a
+// retryable failure (the next fence) did so past its back-off, base·2^(n-1)
+// for attempt n, at most a lease — unless it is the failed request's own
+// known later try. The back-off is measured on the processes' clock from
+// before the failure was written to after the claim returned: never shorter
+// than the store's own measure, so the check only flags a takeover the store
+// should have refused.
+func (w *world) checkBackoff(a *actor, req idempotency.ClaimRequest, res driver.ClaimResult) {
+	f, ok := w.retries[req.Key]
+	if !ok || !res.Decision.Owned() || res.Record.Fence != f.fence+1 {
+		return
+	}
+	delete(w.retries, req.Key)
+	if req.Owner != "" && req.Owner == f.owner && req.Try >= 0 && req.Try > f.try {
+		return
+	}
+	want := retryBackoff
+	for i := 1; i < f.attempt && want < w.lease; i++ {
+		want *= 2
+	}
+	want = min(want, w.lease)
+	const slack = 50 * time.Millisecond // DATETIME(3) and the two clocks of a MySQL store
+	if took := w.clock().Sub(f.at); took < want-slack {
+		w.violate("%s: took %s over (%s) %s after attempt %d failed retryably, inside its back-off of %s", a.name,
+			req.Key, res.Decision, took.Round(time.Millisecond), f.attempt, want)
+	}
+}
+
+// checkResetBackoff (docs/design.md §6): a reset clears the back-off; a
+// record a reset put back to RECEIVED keeps no retry_after.
+func (w *world) checkResetBackoff(a *actor, key string) {
+	rec, err := w.be.store.Get(context.Background(), key)
+	if err == nil && rec.Status == driver.StatusReceived && !rec.RetryAfter.IsZero() {
+		w.violate("%s: reset %s to RECEIVED@%d and its back-off (retry_after) stayed", a.name, key, rec.Fence)
+	}
+}
+
+func init() {
+	scenarios = append(scenarios, scenario{name: "slow-sweeper-finish", stores: "bolt",
+		about: "the sweeper holds a finish whose holder died after publishing; it is slow past the finish lease and the " +
+			"grace, and another sweep takes the finish over (a holder without an invocation deadline: only the hold bounds its POST)",
+		setup: func(w *world) []*actor {
+			s := w.spec(scriptOK, true)
+			w.crashAt(w.tryActor(w.newDelivery(s, "fc-dead"), 0), "fault after_publish")
+			return []*actor{w.clockActor(w.lease + w.grace + time.Second)}
+		},
+		actors: func(w *world) []*actor {
+			clock := w.clockActor(w.lease + w.grace + time.Second)
+			second := w.sweepActor()
+			second.name, second.after = "sweep2", clock
+			return []*actor{w.sweepActor(), clock, second}
+		}},
+		scenario{name: "slow-publish-copy-retry", stores: "bolt",
+			about: "FC delivers a try twice; the copy meets the live lease (retry_later, the mark) and FC retries it; the " +
+				"holder completes and is slow past a third of its finish lease in its publish, and the copy's retry takes the " +
+				"finish over (a known later try) before the holder holds it to notify",
+			setup: func(w *world) []*actor {
+				w.copyMarkedHolder()
+				w.advance(w.lease / 2)
+				return nil
+			},
+			actors: func(w *world) []*actor {
+				holder, retry := w.copyMarkedActors()
+				holder.after = retry // the holder's hold comes after the takeover (the other orders: copy-retry-takes-finish)
+				return []*actor{holder, retry}
+			}},
+		scenario{name: "copy-retry-takes-finish", stores: "bolt",
+			about: "as slow-publish-copy-retry, every order of the holder's hold and notify, the clock and the copy's retry",
+			setup: func(w *world) []*actor {
+				w.copyMarkedHolder()
+				return nil
+			},
+			actors: func(w *world) []*actor {
+				holder, retry := w.copyMarkedActors()
+				return []*actor{holder, retry, w.clockActor(w.lease / 2)}
+			}})
+}
+
+// copyMarkedHolder runs fc-a's try to its Complete; a copy of it (FC
+// delivering the invocation twice) meets its live lease, is answered
+// retry_later, and FC retries it; the try completes and stops after its
+// publish.
+func (w *world) copyMarkedHolder() {
+	s := w.spec(scriptOK, true)
+	holder := w.tryActor(w.newDelivery(s, "fc-a"), 0)
+	copy0 := w.tryActor(w.newDelivery(s, "fc-a"), 0)
+	w.runTo(holder, "store.Complete "+s.k.Key)
+	w.runToEnd(copy0)
+	w.runTo(holder, "fault after_publish")
+}
+
+// copyMarkedActors are copyMarkedHolder's holder and FC's retry of the copy.
+func (w *world) copyMarkedActors() (holder, retry *actor) {
+	for _, a := range w.actors {
+		switch {
+		case a.kind != kindTry || a.d.reqID != "fc-a":
+		case a.try == 0 && a.state == atYield:
+			holder = a
+		case a.try == 1:
+			retry = a
+		}
+	}
+	if holder == nil || retry == nil {
+		w.t.Fatalf("copyMarkedHolder: no holder at its publish (%v) or no retry of the copy (%v)", holder, retry)
+	}
+	return holder, retry
+}
+
+// runTo runs a until it stands at point.
+func (w *world) runTo(a *actor, point string) {
+	if a.state == pending {
+		w.start(a)
+	}
+	for a.state == atYield && a.point != point {
+		w.resume(a, proceed)
+	}
+	if a.state != atYield {
+		w.t.Fatalf("%s ended before %s", a.name, point)
+	}
+}
+
+// crashAt runs a until it reaches point, and kills it there.
+func (w *world) crashAt(a *actor, point string) {
+	w.start(a)
+	for a.state == atYield {
+		ins := proceed
+		if a.point == point {
+			ins = crash
+		}
+		w.resume(a, ins)
+	}
+}
