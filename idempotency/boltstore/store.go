@@ -255,7 +255,9 @@ func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.
 		r.Status, r.ResultRef, r.LeaseUntil, r.LastErrorCode, r.LastError = driver.StatusSucceeded, c.ResultRef, time.Time{}, "", ""
 		r.Finish = driver.FinishNone
 		if c.FinishLease > 0 {
-			r.Finish, r.LeaseUntil, r.LeaseTry = driver.FinishPending, now.Add(c.FinishLease), c.Try
+			// A copy's mark (driver.ActMarkTry) stays: FC's retry of the
+			// copy must not count as the holder's later try.
+			r.Finish, r.LeaseUntil, r.LeaseTry = driver.FinishPending, now.Add(c.FinishLease), max(r.LeaseTry, c.Try)
 		}
 	})
 }
@@ -274,6 +276,10 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 			if rec.Finish == driver.FinishPending && rec.LeaseUntil.After(now) {
 				res.LeaseLeft = rec.LeaseUntil.Sub(now)
 			}
+			if driver.CopyOfFinish(rec, req, now) {
+				rec.LeaseTry = req.Try + 1
+				return put(b, rec)
+			}
 			return nil
 		}
 		rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, req.Try, now.Add(req.Lease)
@@ -284,11 +290,12 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 	return res, err
 }
 
-// Finish ends the pending finish held by owner at try under fence.
-func (s *Store) Finish(ctx context.Context, key, owner string, try int, fence int64, f *driver.Failure) error {
+// Finish ends the pending finish held by owner under fence (every finish
+// claim moves the fence; try may have been marked past by a copy).
+func (s *Store) Finish(ctx context.Context, key, owner string, _ int, fence int64, f *driver.Failure) error {
 	return s.update(ctx, func(b *bolt.Bucket) error {
 		rec, err := getIf(b, key, func(r driver.Record) bool {
-			return r.Status == driver.StatusSucceeded && r.Finish == driver.FinishPending && r.LeaseOwner == owner && r.LeaseTry == try && r.Fence == fence
+			return r.Status == driver.StatusSucceeded && r.Finish == driver.FinishPending && r.LeaseOwner == owner && r.Fence == fence
 		})
 		if err != nil {
 			return err

@@ -30,17 +30,19 @@ type Store interface {
 	// [DecideFinish] rules, on the store's clock. A takeover increments the
 	// fence (the returned Record carries it), so that the holder it
 	// replaced can no longer renew the finish, even when it has the same
-	// owner and try.
+	// owner and try. A claim [CopyOfFinish] names is answered REPEAT_OTHER
+	// and raises lease_try past its try, leaving the fence.
 	ClaimFinish(ctx context.Context, req FinishRequest) (ClaimResult, error)
-	// Finish ends the pending finish held by owner at try: FinishDone (f
+	// Finish ends the pending finish held by owner (try is informational:
+	// a copy may have marked lease_try past it): FinishDone (f
 	// nil), FinishFailed with f's code and message (f.Final), or, for a
 	// retryable f, releases it (still pending, its lease ended now, so the
 	// next finisher need not wait; its UpdatedAt is now, so a finish that
 	// keeps failing goes behind the sweeper's other work instead of holding
 	// the head of its queue). ErrLeaseLost when another finisher holds it
 	// now or it is not pending. The fence tells a holder from a later one
-	// with the same owner and try (a copy, or go1's try 0 again): every
-	// finish claim moves it.
+	// with the same owner (a copy, or go1's try 0 again): every finish
+	// claim moves it, so owner and fence are the guard.
 	Finish(ctx context.Context, key, owner string, try int, fence int64, f *Failure) error
 	// MarkFinished records the pending finishes of keys done, in one write,
 	// whoever holds them now (their work is done; see idempotency.Finisher.DoneLater).
@@ -63,8 +65,9 @@ type Completion struct {
 	// ([Store.ClaimFinish]) and the sweeper lists it, so a finish whose holder
 	// died is never lost.
 	FinishLease time.Duration
-	// Try is the completing holder's try: the pending finish is held by
-	// its owner at this try (a copy's ActMarkTry may have raised lease_try).
+	// Try is the completing holder's try: lease_try becomes the greater of
+	// it and a copy's mark (ActMarkTry), which stays so that FC's retry of
+	// the copy does not take the holder's live finish over.
 	Try int
 }
 
@@ -253,6 +256,17 @@ func DecideFinish(rec Record, req FinishRequest, now time.Time) Decision {
 		return DecisionRepeatOther
 	}
 	return DecisionTakeover
+}
+
+// CopyOfFinish: a finish claim that meets the holder's live finish with a
+// known try no later than the lease's — a copy of the holder's try, or
+// FC's retry of such a copy — is answered in progress and marks its try
+// (lease_try = try + 1, fence unchanged), so that FC's next retry of the
+// copy is not taken for the holder's own later try and does not take the
+// live finish over (a second notify beside the holder's).
+func CopyOfFinish(rec Record, req FinishRequest, now time.Time) bool {
+	return rec.Status == StatusSucceeded && rec.Finish == FinishPending && now.Before(rec.LeaseUntil) &&
+		copyOfTry(rec, req.Owner, req.Try)
 }
 
 // Leased reports whether rec holds a lease that [Store.Renew] extends: a

@@ -105,9 +105,10 @@ func resultTooLarge(t *testing.T, h Harness) {
 }
 
 // finishOnce: a completion with FinishAfter leaves a finish pending under
-// the completing owner; nobody else takes it while its lease runs, the
-// owner's later try does at once, a copy of its try does not, and after
+// the completing owner; nobody else takes it while its lease runs, nor the
+// owner without a known try, the owner's later try does at once, and after
 // Done nothing is pending. A holder that died is replaced after its lease.
+// (A copy of its try: finishCopy.)
 func finishOnce(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	ctx := context.Background()
@@ -128,7 +129,7 @@ func finishOnce(t *testing.T, h Harness) {
 		owner string
 		try   int
 		want  idempotency.Decision
-	}{{"b", 0, idempotency.DecisionRepeatOther}, {"a", 0, idempotency.DecisionRepeatOther}} {
+	}{{"b", 0, idempotency.DecisionRepeatOther}, {"a", -1, idempotency.DecisionRepeatOther}} {
 		res, g, err := e.ClaimFinish(ctx, key, c.owner, c.try)
 		if err != nil || g != nil || res.Decision != c.want {
 			t.Fatalf("%s/%d: %s %v", c.owner, c.try, res.Decision, err)
@@ -194,4 +195,46 @@ func emptyOwner(t *testing.T, h Harness) {
 		t.Fatalf("an empty owner took a live lease over: %s", res.Decision)
 	}
 	want(t, "decision", res.Decision, idempotency.DecisionRepeatOther)
+}
+
+// finishCopy (issue 20, found by the explorer's copy-retry-takes-finish):
+// FC delivered the holder's try twice. The copy, met during the run or the
+// finish, is answered in progress and marks its try; FC's retries of the
+// copy then never count as the holder's later try, so none takes the live
+// finish over beside the holder (a second notify). The holder's own writes
+// still land: the mark leaves the fence.
+func finishCopy(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	for _, during := range []string{"run", "finish"} {
+		t.Run("copy during the "+during, func(t *testing.T) {
+			key := NewKey()
+			r := req(key, "a")
+			r.Try, r.FinishAfter = 0, true
+			_, l := claim(t, e, r)
+			if during == "run" {
+				if res, cl := claim(t, e, r); cl != nil || res.Decision != idempotency.DecisionRepeatOther {
+					t.Fatalf("the copy of the running try: %s", res.Decision)
+				}
+			}
+			if err := l.Complete(ctx, "ref"); err != nil {
+				t.Fatal(err)
+			}
+			f := l.Finisher()
+			if during == "finish" {
+				if res, g, err := e.ClaimFinish(ctx, key, "a", 0); err != nil || g != nil || res.Decision != idempotency.DecisionRepeatOther {
+					t.Fatalf("the copy of the finishing try: %s %v", res.Decision, err)
+				}
+			}
+			for try := 1; try <= 3; try++ { // FC's retries of the copy
+				if res, g, err := e.ClaimFinish(ctx, key, "a", try); err != nil || g != nil {
+					t.Fatalf("FC's retry %d of the copy took the live finish over: %s %v", try, res.Decision, err)
+				}
+			}
+			if err := f.Done(ctx); err != nil {
+				t.Fatalf("the holder's finish after the copy's retries: %v", err)
+			}
+			want(t, "finish", get(t, e, key).Finish, driver.FinishDone)
+		})
+	}
 }

@@ -397,7 +397,7 @@ func (s *Store) Renew(ctx context.Context, key string, fence int64, d time.Durat
 func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.Completion) error {
 	if c.FinishLease > 0 {
 		return s.guarded(ctx, "complete", `status = 'SUCCEEDED', result_ref = ?, finish = 'PENDING',
- lease_until = NOW(3) + INTERVAL ? MICROSECOND, lease_try = ?, last_error_code = '', last_error = ''`,
+ lease_until = NOW(3) + INTERVAL ? MICROSECOND, lease_try = GREATEST(lease_try, ?), last_error_code = '', last_error = ''`,
 			c.ResultRef, c.FinishLease.Microseconds(), c.Try, key, fence)
 	}
 	return s.guarded(ctx, "complete", `status = 'SUCCEEDED', result_ref = ?, finish = '', lease_until = NULL,
@@ -436,14 +436,32 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 	if res.Decision.Owned() { // the lease ran out between the two statements: report it held, the caller retries
 		res.Decision = driver.DecisionRepeatOther
 	}
+	if driver.CopyOfFinish(rec, req, now) {
+		if err := s.markFinishTry(ctx, req, rec.Fence); err != nil {
+			return driver.ClaimResult{}, err
+		}
+	}
 	if rec.Finish == driver.FinishPending && rec.LeaseUntil.After(now) {
 		res.LeaseLeft = rec.LeaseUntil.Sub(now)
 	}
 	return res, nil
 }
 
-// Finish ends the pending finish held by owner at try under fence.
-func (s *Store) Finish(ctx context.Context, key, owner string, try int, fence int64, f *driver.Failure) error {
+// markFinishTry marks a copy's try past on the live finish it met
+// (driver.CopyOfFinish); the fence stays, so the holder's writes still land.
+func (s *Store) markFinishTry(ctx context.Context, req driver.FinishRequest, fence int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET lease_try = GREATEST(lease_try, ?)
+ WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND fence = ? AND lease_owner = ?`,
+		req.Try+1, req.Key, fence, req.Owner)
+	if err != nil {
+		return fmt.Errorf("claim finish: mark try: %w", mapErr(err))
+	}
+	return nil
+}
+
+// Finish ends the pending finish held by owner under fence (every finish
+// claim moves the fence; try may have been marked past by a copy).
+func (s *Store) Finish(ctx context.Context, key, owner string, _ int, fence int64, f *driver.Failure) error {
 	set, args := `finish = 'DONE', lease_until = NULL, updated_at = NOW(3)`, []any{}
 	switch {
 	case f != nil && f.Final:
@@ -453,8 +471,8 @@ func (s *Store) Finish(ctx context.Context, key, owner string, try int, fence in
 		set = `lease_until = NOW(3), updated_at = NOW(3)`
 	}
 	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`
- WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND lease_owner = ? AND lease_try = ? AND fence = ?`,
-		append(args, key, owner, try, fence)...)
+ WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND lease_owner = ? AND fence = ?`,
+		append(args, key, owner, fence)...)
 	if err != nil {
 		return fmt.Errorf("finish: %w", mapErr(err))
 	}
