@@ -27,7 +27,8 @@ var (
 // is not one: its holder stops past its finish lease by the stores' clock,
 // but the engine checks the lease on the process's own clock
 // (Finisher.Hold), which the world does not move.
-const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count"
+const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count," +
+	"copy-retry-waits,copy-then-finish,replaced-finish-holder,ownerless-tries" // windows_test.go
 
 // scenario is one small world: setup brings the key to the state the
 // window opens from (run to its end, in order); actors then race.
@@ -35,6 +36,7 @@ type scenario struct {
 	name   string
 	about  string
 	stores string // the configurations it runs on
+	depth  int    // decisions enumerated per run, when fewer than enumDepth's (0: enumDepth's)
 	setup  func(w *world) []*actor
 	actors func(w *world) []*actor
 }
@@ -192,6 +194,10 @@ func runOrder(t *testing.T, be *backend, sc scenario, nonce string, c *chooser, 
 	}
 	w.tracef("setup done")
 	actors := sc.actors(w)
+	maxDepth := enumDepth()
+	if sc.depth > 0 {
+		maxDepth = min(maxDepth, sc.depth)
+	}
 	for depth := 0; ; {
 		var runnable []*actor
 		for _, a := range actors {
@@ -203,7 +209,7 @@ func runOrder(t *testing.T, be *backend, sc scenario, nonce string, c *chooser, 
 			break
 		}
 		i := 0
-		if len(runnable) > 1 && depth < enumDepth() {
+		if len(runnable) > 1 && depth < maxDepth {
 			i = c.choose(len(runnable))
 			depth++
 		}

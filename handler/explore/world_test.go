@@ -124,6 +124,7 @@ type world struct {
 	tenant    string
 	pairs     []string       // K → spec name, for the trace
 	lives     map[string]int // K → lives begun (a FIRST claim after a purge begins another)
+	copyMarks map[string]int // K → the try a copy's claim raised its lease's to (windows_test.go)
 }
 
 // newWorld generates seed's world on be.

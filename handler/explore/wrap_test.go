@@ -54,6 +54,8 @@ func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r dri
 	err = call(s.a, "store.Claim "+req.Key, storeErr, func() error {
 		if r, err = s.s.Claim(ctx, req); err == nil && r.Decision.Owned() {
 			s.w().claimed(s.a, req.Key, r.Record.Fence, r.Decision == driver.DecisionFirst)
+		} else if err == nil {
+			s.w().noteCopy(s.a, req, r)
 		}
 		return err
 	})
@@ -121,6 +123,7 @@ func (s *storeW) Finish(ctx context.Context, key, owner string, try int, fence i
 		if err == nil {
 			s.w().finished(s.a, key, f == nil)
 		}
+		s.w().checkFinishRefused(s.a, key, err)
 		return err
 	})
 }
