@@ -38,7 +38,7 @@ func (w *world) claimed(a *actor, key string, fence int64, first bool) {
 		w.violate("%s: granted %s at fence %d while %s holds its live lease (fence %d, %s left)", a.name, key, fence,
 			h.a.name, h.fence, h.until-w.now)
 	}
-	delete(w.copyMarks, key) // a new lease: no copy of its try yet
+	w.newLease(a, key, first) // windows_test.go
 	w.holders[key] = &holder{a: a, fence: fence, until: w.now + w.lease}
 }
 

@@ -146,3 +146,49 @@ func (w *world) checkFinishRefused(a *actor, key string, err error) {
 			a.name, key)
 	}
 }
+
+// backoff is a retryable failure's back-off as the store recorded it: from
+// no earlier than sent (real time) plus d, moved back by every jump of the
+// world's clock since sim.
+type backoff struct {
+	a      *actor
+	sent   time.Time
+	sim    time.Duration
+	d      time.Duration
+	resets int
+}
+
+// noteBackoff: a recorded f for key.
+func (w *world) noteBackoff(a *actor, key string, f driver.Failure, sent time.Time) {
+	if w.backoffs == nil {
+		w.backoffs = map[string]*backoff{}
+	}
+	delete(w.backoffs, key)
+	if !f.Final && f.RetryAfter > 0 {
+		w.backoffs[key] = &backoff{a: a, sent: sent, sim: w.now, d: f.RetryAfter, resets: w.resets[key]}
+	}
+}
+
+// backoffMargin covers MySQL's millisecond DATETIME(3).
+const backoffMargin = 5 * time.Millisecond
+
+// newLease: a was granted key's lease. A retryable failure's back-off, while
+// it certainly runs on the store's clock, lets only the failed request's own
+// known later try take the record over (driver.Decide): not a copy, a double
+// submit, a caller without an owner or the sweeper (docs/design.md §6,
+// issue 20 case 8). A replay's reset clears the back-off.
+func (w *world) newLease(a *actor, key string, first bool) {
+	delete(w.copyMarks, key) // a new lease: no copy of its try yet
+	b := w.backoffs[key]
+	delete(w.backoffs, key)
+	if b == nil || first || w.resets[key] != b.resets {
+		return
+	}
+	passed := time.Since(b.sent) + (w.now - b.sim)
+	own := a.kind == kindTry && b.a.kind == kindTry && a.d.reqID == b.a.d.reqID && storeTry(a) >= 0 &&
+		storeTry(a) > storeTry(b.a)
+	if passed < b.d-backoffMargin && !own {
+		w.violate("%s: took %s over inside the back-off of %s's retryable failure (%s of %s passed)", a.name, key,
+			b.a.name, passed.Round(time.Millisecond), b.d)
+	}
+}

@@ -138,7 +138,12 @@ func (s *storeW) Fail(ctx context.Context, key string, fence int64, f driver.Fai
 			s.w().checkAbandon(s.a, key)
 		}
 		s.w().checkFail(s.a, key, f)
-		return s.fenced("Fail", key, fence, func() error { return s.s.Fail(ctx, key, fence, f) })
+		sent := time.Now()
+		err := s.fenced("Fail", key, fence, func() error { return s.s.Fail(ctx, key, fence, f) })
+		if err == nil {
+			s.w().noteBackoff(s.a, key, f, sent)
+		}
+		return err
 	})
 }
 
