@@ -144,6 +144,7 @@ type Statement struct {
 // inputs are the values a deployer supplies, by the name the code reads.
 type inputs struct {
 	region, functionName, codeBucket, codeObject, vpcID, vSwitchID, securityGroupID, roleARN, dlqARN *Input
+	redisKeyPrefix                                                                                   *Input
 	mysqlDSN, redisURL, llmAPIKey, llmBaseURL, llmModel, llmTimeout, dedupTTL, lease, maxAttempts    *Input
 	stateDir, ossBucket, ossEndpoint, ossRegion, logProject, logStore, dlqQueue                      *Input
 	notifyAllowedHosts, notifySigningSecret, alertActionPolicy, expireDays                           *Input
@@ -179,6 +180,8 @@ func newInputs() inputs {
 				"run `main migrate` against it first"},
 		redisURL: &Input{Env: "REDIS_URL", Param: "RedisUrl", Secret: true, Default: Lit(""),
 			Doc: "redis://[:password@]host:6379/0; empty = no fast layer, MySQL alone"},
+		redisKeyPrefix: &Input{Env: "REDIS_KEY_PREFIX", Param: "RedisKeyPrefix", Default: Lit(""), Pattern: "^[A-Za-z0-9:._-]{0,64}$",
+			Doc: "prefix of every Redis key of the function (<prefix>idem:{K}); set one per deployment sharing a Redis database"},
 		llmAPIKey: &Input{Env: "LLM_API_KEY", Param: "LlmApiKey", Secret: true,
 			Doc: "model API key (DashScope); DASHSCOPE_API_KEY is not read by the deploy files"},
 		llmBaseURL: &Input{Env: "LLM_BASE_URL", Param: "LlmBaseUrl", Default: Lit(config.DefaultLLMBaseURL),
@@ -271,7 +274,7 @@ func Idemgate() Stack {
 				{key: "EnableRequestMetrics", val: true}, {key: "EnableInstanceMetrics", val: true},
 				{key: "LogBeginRule", val: "DefaultRegex"}}},
 			Env: []EnvVar{
-				{"REDIS_URL", in.redisURL}, {"MYSQL_DSN", in.mysqlDSN}, {"STATE_DIR", in.stateDir},
+				{"REDIS_URL", in.redisURL}, {"REDIS_KEY_PREFIX", in.redisKeyPrefix}, {"MYSQL_DSN", in.mysqlDSN}, {"STATE_DIR", in.stateDir},
 				{"OSS_ENDPOINT", in.ossEndpoint}, {"OSS_BUCKET", in.ossBucket}, {"OSS_REGION", in.ossRegion},
 				{"LLM_BASE_URL", in.llmBaseURL}, {"LLM_API_KEY", in.llmAPIKey}, {"LLM_MODEL", in.llmModel},
 				{"LLM_TIMEOUT_SECONDS", in.llmTimeout}, {"DEDUP_TTL_SECONDS", in.dedupTTL},
@@ -294,7 +297,7 @@ func Idemgate() Stack {
 					Timer: &Timer{Cron: "@every 1m", Payload: "sweep"}},
 				// Daily at 19:00 UTC, 03:00 in China Standard Time: the quiet
 				// hours of most deployments in the mainland regions.
-				{Name: "purge", Qualifier: "LATEST", Description: "deletes finished records older than RETENTION_DAYS, daily",
+				{Name: "purge", Qualifier: "LATEST", Description: "retires finished records older than RETENTION_DAYS to tombstones, deletes expired tombstones, daily",
 					Timer: &Timer{Cron: "0 0 19 * * *", Payload: "purge"}},
 				{Name: "api", Qualifier: "LATEST", Description: "POST /tasks and GET /tasks/{idempotency_key} with Idempotency-Key (docs/api.md)",
 					HTTP: &HTTP{AuthType: "function", Methods: []string{"GET", "POST"}}},
@@ -321,7 +324,7 @@ func Idemgate() Stack {
 		Results: &Results{Bucket: in.ossBucket, ExpireDays: in.expireDays, Prefix: "tasks/",
 			KeepTag: [2]string{ossresult.TagKind, ossresult.KindApproved}},
 		Inputs: []*Input{in.region, in.functionName, in.codeBucket, in.codeObject, in.vpcID, in.vSwitchID, in.securityGroupID,
-			in.mysqlDSN, in.redisURL, in.llmAPIKey, in.llmBaseURL, in.llmModel, in.llmTimeout, in.dedupTTL, in.lease,
+			in.mysqlDSN, in.redisURL, in.redisKeyPrefix, in.llmAPIKey, in.llmBaseURL, in.llmModel, in.llmTimeout, in.dedupTTL, in.lease,
 			in.maxAttempts, in.stateDir, in.ossBucket, in.ossEndpoint, in.logProject, in.logStore, in.dlqQueue,
 			in.ossRegion, in.roleARN, in.dlqARN, in.notifyAllowedHosts, in.notifySigningSecret, in.alertActionPolicy,
 			in.expireDays, in.retentionDays, in.statsRetentionDays, in.keyJMESPath, in.payloadJMESPath, in.waitInFlight,

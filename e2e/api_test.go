@@ -70,7 +70,7 @@ func problem(t *testing.T, a answer, status int, typ string) map[string]any {
 
 func TestHTTPTaskAPI(t *testing.T) {
 	llm := newLLMFake(t, 0)
-	env := append(llm.Env(), "MYSQL_DSN="+testenv.MySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t), "STATE_DIR="+t.TempDir())
+	env := append(llm.Env(), "MYSQL_DSN="+testenv.MySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t), "REDIS_KEY_PREFIX="+testenv.RedisPrefix(t), "STATE_DIR="+t.TempDir())
 	migrate(t, env)
 	inst := start(t, env...)
 	content, key := "over http "+nonce(), "order-"+nonce()
@@ -195,7 +195,7 @@ func TestHTTPTaskAPIAsync(t *testing.T) {
 // replay or 409 in flight with Retry-After.
 func TestHTTPTaskAPIConcurrent(t *testing.T) {
 	llm := newLLMFake(t, 300*time.Millisecond)
-	env := append(llm.Env(), "MYSQL_DSN="+testenv.MySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t), "STATE_DIR="+t.TempDir())
+	env := append(llm.Env(), "MYSQL_DSN="+testenv.MySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t), "REDIS_KEY_PREFIX="+testenv.RedisPrefix(t), "STATE_DIR="+t.TempDir())
 	migrate(t, env)
 	insts := []*instance{start(t, env...), start(t, env...)}
 	key, body := "burst-"+nonce(), taskData("burst "+nonce(), nil)

@@ -37,7 +37,8 @@ type drill struct {
 func newDrill(t *testing.T, extra ...string) *drill {
 	dsn, redisURL := testenv.FreshMySQLDSN(t), testenv.RedisURL(t)
 	d := &drill{t: t, llm: newLLMFake(t, 0), state: t.TempDir()}
-	d.env = append(append(d.llm.Env(), "MYSQL_DSN="+dsn, "REDIS_URL="+redisURL, "STATE_DIR="+d.state), extra...)
+	d.env = append(append(d.llm.Env(), "MYSQL_DSN="+dsn, "REDIS_URL="+redisURL, "REDIS_KEY_PREFIX="+testenv.RedisPrefix(t),
+		"STATE_DIR="+d.state), extra...)
 	migrate(t, d.env)
 	s, err := mysqlstore.Open(dsn, mysqlstore.Options{})
 	if err != nil {

@@ -27,7 +27,7 @@ func TestForgetOverTheBinary(t *testing.T) {
 			state := t.TempDir()
 			env := append(llm.Env(), "STATE_DIR="+state)
 			if c.mysql {
-				env = append(env, "MYSQL_DSN="+testenv.FreshMySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t))
+				env = append(env, "MYSQL_DSN="+testenv.FreshMySQLDSN(t), "REDIS_URL="+testenv.RedisURL(t), "REDIS_KEY_PREFIX="+testenv.RedisPrefix(t))
 				migrate(t, env)
 			}
 			id := "ev-" + nonce()

@@ -100,7 +100,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	defer oss.Close()
 	llm := newLLMFake(t, 0)
 	env := []string{"LLM_BASE_URL=" + llm.URL, "LLM_API_KEY=" + llmKey, "LLM_MODEL=qwen-plus", "LLM_TIMEOUT_SECONDS=1",
-		"MYSQL_DSN=" + dsn, "REDIS_URL=" + testenv.RedisURL(t), "STATE_DIR=" + t.TempDir(),
+		"MYSQL_DSN=" + dsn, "REDIS_URL=" + testenv.RedisURL(t), "REDIS_KEY_PREFIX=" + testenv.RedisPrefix(t), "STATE_DIR=" + t.TempDir(),
 		"OSS_ENDPOINT=" + oss.Endpoint(), "OSS_BUCKET=" + ossBucket, "OSS_REGION=" + ossRegion,
 		"ALIBABA_CLOUD_ACCESS_KEY_ID=LTAI-env-id", "ALIBABA_CLOUD_ACCESS_KEY_SECRET=" + akSecret}
 	migrate(t, env)

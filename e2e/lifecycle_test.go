@@ -64,7 +64,7 @@ func TestPreStopKeepsTheInstanceServing(t *testing.T) {
 			dsn := ""
 			if c.mysql {
 				dsn = testenv.FreshMySQLDSN(t)
-				env = append(env, "MYSQL_DSN="+dsn, "REDIS_URL="+testenv.RedisURL(t))
+				env = append(env, "MYSQL_DSN="+dsn, "REDIS_URL="+testenv.RedisURL(t), "REDIS_KEY_PREFIX="+testenv.RedisPrefix(t))
 				migrate(t, env)
 			}
 			inst := start(t, env...)
@@ -105,7 +105,7 @@ func TestPreStopKeepsTheInstanceServing(t *testing.T) {
 // the runtime API.
 func TestGo1PreStopKeepsTheInstanceServing(t *testing.T) {
 	dsn := testenv.FreshMySQLDSN(t)
-	env := []string{"STATE_DIR=" + t.TempDir(), "LLM_MODEL=offline", "MYSQL_DSN=" + dsn, "REDIS_URL=" + testenv.RedisURL(t)}
+	env := []string{"STATE_DIR=" + t.TempDir(), "LLM_MODEL=offline", "MYSQL_DSN=" + dsn, "REDIS_URL=" + testenv.RedisURL(t), "REDIS_KEY_PREFIX=" + testenv.RedisPrefix(t)}
 	migrate(t, env)
 	api := runtimeapi.Start()
 	out := &proc.Buffer{}

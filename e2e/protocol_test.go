@@ -185,7 +185,7 @@ func TestCustomRuntimeProtocol(t *testing.T) {
 func TestThreeInstancesOneExecution(t *testing.T) {
 	dsn, redisURL := testenv.MySQLDSN(t), testenv.RedisURL(t)
 	llm := newLLMFake(t, 300e6)
-	env := append(llm.Env(), "MYSQL_DSN="+dsn, "REDIS_URL="+redisURL, "STATE_DIR="+t.TempDir())
+	env := append(llm.Env(), "MYSQL_DSN="+dsn, "REDIS_URL="+redisURL, "REDIS_KEY_PREFIX="+testenv.RedisPrefix(t), "STATE_DIR="+t.TempDir())
 	migrate(t, env)
 	insts := []*instance{start(t, env...), start(t, env...), start(t, env...)}
 	content := "three instances " + nonce()

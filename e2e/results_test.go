@@ -87,7 +87,7 @@ func (w *webhook) env() []string {
 func TestResultsFiftyTasksOnOSS(t *testing.T) {
 	oss, llm, hook := newOSSRig(t), newLLMFake(t, 20*time.Millisecond), newWebhook(t)
 	env := append(append(append(llm.Env(), oss.env...), hook.env()...), "MYSQL_DSN="+testenv.FreshMySQLDSN(t),
-		"REDIS_URL="+testenv.RedisURL(t), "STATE_DIR="+t.TempDir())
+		"REDIS_URL="+testenv.RedisURL(t), "REDIS_KEY_PREFIX="+testenv.RedisPrefix(t), "STATE_DIR="+t.TempDir())
 	migrate(t, env)
 	insts := []*instance{start(t, env...), start(t, env...)}
 	run := nonce()

@@ -186,15 +186,18 @@ func TestReviewFailedResetLeavesAFenceTheStoreNeverReached(t *testing.T) {
 	})
 }
 
-// newFast is the Redis fast layer on the test Redis.
+// newFast is the Redis fast layer on the test Redis, under a key prefix of
+// the test's own.
 func newFast(t *testing.T) driver.FastLayer {
 	t.Helper()
+	prefix := testenv.RedisPrefix(t)
 	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	fast, err := redisfast.New(rdb, redisfast.MaxTTL)
+	testenv.GuardRedisKeys(t, rdb, prefix)
+	fast, err := redisfast.New(rdb, redisfast.MaxTTL, redisfast.WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}

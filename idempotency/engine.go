@@ -20,8 +20,6 @@ const (
 	DefaultMaxAttempts = 3
 	defaultFastTimeout = 50 * time.Millisecond
 	defaultFastBackoff = time.Second
-	// defaultUnconfirmedGrace: see WithUnconfirmedGrace.
-	defaultUnconfirmedGrace = time.Second
 	// terminalWriteTimeout bounds Complete and Fail, which run detached from the
 	// caller's context so that a timed-out invocation still records its end.
 	terminalWriteTimeout = 5 * time.Second
@@ -48,7 +46,6 @@ type options struct {
 	maxAttempts  int
 	fastTimeout  time.Duration
 	fastBackoff  time.Duration
-	unconfirmed  time.Duration
 	log          *slog.Logger
 	fast         driver.FastLayer
 	observe      func(Decision, bool)
@@ -84,17 +81,12 @@ func WithFastTimeout(d time.Duration) Option { return func(o *options) { o.fastT
 // per call.
 func WithFastBackoff(d time.Duration) Option { return func(o *options) { o.fastBackoff = d } }
 
-// WithUnconfirmedGrace sets how long another owner's fast-layer claim that
-// the Store has not confirmed yet (FastAnswer.Unconfirmed) answers duplicates "in
-// progress" by itself (default 1 s). Past it the duplicate asks the Store:
-// the claimant may have died between its two claims, and then nothing but
-// the Store can tell — without it, duplicates would be answered "in
-// progress" (and so acknowledged) until that claim's lease ran out, and the
-// sweeper never sees a key the Store does not hold. Asking is always safe:
-// the Store decides, and a live claimant's own insert then conflicts. Its
-// answer is published, so later duplicates are answered by the fast layer
-// again.
-func WithUnconfirmedGrace(d time.Duration) Option { return func(o *options) { o.unconfirmed = d } }
+// WithUnconfirmedGrace is kept for callers that set it; it does nothing.
+//
+// Deprecated: another owner's fast-layer claim that the Store has not
+// confirmed never answers a duplicate by itself any more, however young:
+// the Store decides (docs/design.md §7).
+func WithUnconfirmedGrace(time.Duration) Option { return func(*options) {} }
 
 // WithRetryBackoff sets the back-off of a retryable failure: attempt n's
 // failure is retried by another delivery no sooner than base·2^(n-1) later,
@@ -115,7 +107,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // New builds an engine on a durable store.
 func New(store driver.Store, opts ...Option) *Engine {
 	o := options{lease: DefaultLease, maxAttempts: DefaultMaxAttempts, fastTimeout: defaultFastTimeout,
-		fastBackoff: defaultFastBackoff, unconfirmed: defaultUnconfirmedGrace, log: slog.Default(),
+		fastBackoff: defaultFastBackoff, log: slog.Default(),
 		finishWindow: defaultFinishWindow, finishMax: defaultFinishBatch, retryBackoff: defaultRetryBackoff}
 	e := &Engine{store: store}
 	for _, opt := range opts {
@@ -178,10 +170,20 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 	fastClaimed := false
 	if ans, ok := e.fastClaim(ctx, req); ok {
 		switch {
-		case ans.Verdict == driver.FastRepeatOther && (ans.Unconfirmed || ans.Record.Fence == 0) && req.Lease-ans.LeaseLeft >= e.o.unconfirmed:
-			// Unconfirmed for longer than a live claimant needs to reach the
-			// Store (the age is estimated from our own lease, which the
-			// claimant's matches): let the Store decide.
+		case ans.Verdict == driver.FastRepeatOther && (ans.Unconfirmed || ans.Record.Fence == 0):
+			// A claim the Store has not confirmed is no hand-off: its
+			// claimant may have died, or its Store claim failed, before
+			// the Store held it, and an "in progress" answer acknowledges
+			// the delivery (issue 20: one that met such a claim, the
+			// retry of a claim that committed but reported failure, was
+			// answered 200 and the work lost). The Store decides; its
+			// answer is published, so later duplicates are answered here.
+		case ans.Verdict == driver.FastRepeatOther && req.Try > 0:
+			// FC's retry of a try that was not acknowledged: an "in
+			// progress" answer would acknowledge it, and the entry may be
+			// older news than the Store (a late publish after the lease
+			// it names was taken over, an eviction): only the Store may.
+			// Retries are few; this costs nothing on the hot path.
 		case ans.Verdict == driver.FastRepeatOther && req.Owner != "" && ans.Record.LeaseOwner == req.Owner && req.Try >= 0:
 			// A copy of the holder's known try: the Store marks its try
 			// (driver.ActMarkTry), so FC's retry of it does not take the

@@ -55,23 +55,27 @@ func newBackend(t *testing.T, name string) *backend {
 		t.Fatalf("unknown store %q", name)
 	}
 	var rdb redis.UniversalClient
+	var fast *redisfast.Layer
 	if withRedis {
+		prefix := testenv.RedisPrefix(t) // the test's keys, deleted when it ends
 		var err error
 		if rdb, err = redisfast.Dial(testenv.RedisURL(t), 0); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		if be.fast, err = redisfast.New(rdb, dedupTTL); err != nil {
+		testenv.GuardRedisKeys(t, rdb, prefix)
+		if fast, err = redisfast.New(rdb, dedupTTL, redisfast.WithKeyPrefix(prefix)); err != nil {
 			t.Fatal(err)
 		}
-		be.evict = func(key string) error { return rdb.Del(context.Background(), redisfast.Key(key)).Err() }
+		be.fast = fast
+		be.evict = func(key string) error { return rdb.Del(context.Background(), fast.Key(key)).Err() }
 	}
 	be.warp = func(w *world, d time.Duration) error {
 		if err := warpDurable(be.store, d); err != nil {
 			return err
 		}
 		if rdb != nil {
-			return warpRedis(rdb, w, d)
+			return warpRedis(rdb, fast, w, d)
 		}
 		return nil
 	}
@@ -191,13 +195,13 @@ end
 return 'OK'
 `)
 
-func warpRedis(rdb redis.UniversalClient, w *world, d time.Duration) error {
+func warpRedis(rdb redis.UniversalClient, fast *redisfast.Layer, w *world, d time.Duration) error {
 	var ks []string
 	for _, s := range w.specs {
-		ks = append(ks, redisfast.Key(s.k.Key))
+		ks = append(ks, fast.Key(s.k.Key))
 	}
 	for _, k := range w.libKeys {
-		ks = append(ks, redisfast.Key(k))
+		ks = append(ks, fast.Key(k))
 	}
 	return warpScript.Run(context.Background(), rdb, ks, d.Milliseconds()).Err()
 }

@@ -110,6 +110,7 @@ func (w *world) checkEnd() {
 	}
 	w.checkAcked()
 	w.checkLibrary()
+	w.lv.checked = true // explore and enumerate report the violations now (lives_test.go: reportOnFatal)
 	for k, n := range w.notes.posts {
 		if !seen[k] {
 			w.violate("a notification carried %s, which is no business key of this world (%d posts)", k, n)

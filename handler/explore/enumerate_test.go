@@ -19,7 +19,7 @@ import (
 // the call) is run once.
 
 var (
-	flagEnum      = flag.String("enum", defaultEnum, "scenarios TestEnumerate runs, comma-separated, or all")
+	flagEnum      = flag.String("enum", defaultEnum+","+livesEnum, "scenarios TestEnumerate runs, comma-separated, or all")
 	flagEnumDepth = flag.Int("enum-depth", 0, "decisions per run of TestEnumerate (orders past it run in a fixed order; default 10, or 6 without -seeds)")
 )
 
@@ -27,7 +27,7 @@ var (
 // is not one: its holder stops past its finish lease by the stores' clock,
 // but the engine checks the lease on the process's own clock
 // (Finisher.Hold), which the world does not move.
-const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count," +
+const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count,claim-reported-failed," +
 	"copy-retry-waits,copy-then-finish,replaced-finish-holder,ownerless-tries" // windows_test.go
 
 // scenario is one small world: setup brings the key to the state the
@@ -242,11 +242,20 @@ func (w *world) stepToNextCall(a *actor) {
 	if a.state == pending {
 		w.start(a)
 	} else {
-		w.resume(a, proceed)
+		w.resume(a, a.instr())
 	}
 	for a.state == atYield && !decision(a.point) {
-		w.resume(a, proceed)
+		w.resume(a, a.instr())
 	}
+}
+
+// instr: the scenario's fault at its point, else proceed.
+func (a *actor) instr() instr {
+	if a.failAt != "" && a.point == a.failAt && a.fail {
+		a.failAt = ""
+		return fail
+	}
+	return proceed
 }
 
 // decision: the orders enumerated are those of the store and Redis calls

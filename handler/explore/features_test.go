@@ -40,7 +40,7 @@ var features = map[string]string{
 }
 
 // defaultWorld is what CI explores: every feature whose findings are fixed.
-const defaultWorld = "delay,late,library,purge,cache,evict,expiry,notifyfinal,go1,norc,copies,resend"
+const defaultWorld = "delay,late,library,purge,cache,evict,expiry,notifyfinal,go1,norc,copies,resend,acked"
 
 var flagWorld = flag.String("world", defaultWorld, "the world's features, comma-separated, or all (see features in features_test.go)")
 
@@ -192,7 +192,14 @@ func (w *world) checkAcked() {
 			}
 		case err != nil:
 			w.t.Fatalf("seed %d: get %s: %v", w.seed, k, err)
-		case rec.Status == driver.StatusFailedFinal && (rec.LastErrorCode == "input_missing" || ierr != nil && !w.objects.gone[inputKey]):
+		case rec.Status == driver.StatusFailedFinal && (rec.LastErrorCode == "input_missing" || ierr != nil) &&
+			!(w.objects.gone[inputKey] && w.objects.goneIn[inputKey] == w.lives[k]):
+			// An input.json the bucket's lifecycle expired before the
+			// sweeper re-drove it is the documented limit (docs/design.md
+			// §14 item 5: OBJECT_EXPIRE_DAYS bounds a sweeper outage); the world
+			// expires objects within hours of their write to reach it.
+			// Only an input of the key's current life counts: one of an
+			// earlier life says nothing of this one's.
 			w.violate("%s was acknowledged (HTTP 200), %s ended FAILED_FINAL %s without a dead letter", d.reqID, k,
 				rec.LastErrorCode)
 		}

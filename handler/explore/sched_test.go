@@ -81,6 +81,7 @@ type actor struct {
 	lastCall   string              // the point of its last outside call
 	stopped    bool                // SIGSTOPped at the current point
 	wokeAt     string              // the point it was last woken at, until it moves on
+	failAt     string              // an enumerated scenario's fault: the call at this point fails, once
 }
 
 // atEnd is the end of the process after its call returned: most often it

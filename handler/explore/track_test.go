@@ -3,6 +3,7 @@ package explore_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 )
 
@@ -145,6 +146,8 @@ type objectLog struct {
 	sums map[string]string
 	at   map[string]time.Duration // sim time of the write (object expiry)
 	gone map[string]bool          // expired (feature expiry)
+	// goneIn: the life of its business key an object expired in (tasks/K/…)
+	goneIn map[string]int
 }
 
 func (o *objectLog) put(a *actor, key string, body []byte) {
@@ -164,6 +167,9 @@ func (o *objectLog) forget(key string) {
 	delete(o.sums, key)
 	delete(o.at, key)
 	o.gone[key] = true
+	if parts := strings.SplitN(key, "/", 3); len(parts) == 3 {
+		o.goneIn[key] = o.w.lives[parts[1]]
+	}
 }
 
 // mark is the model's tag of a prompt: every answer carries it, so that an

@@ -70,6 +70,7 @@ type delivery struct {
 	go1      bool // over the go1 runtime API: its tries carry no retry count
 	norc     bool // over the custom runtime without x-fc-retry-count: RetryCount -1
 	late     bool // a new submission long after the others (not a retry of theirs)
+	scripted int  // an enumerated scenario races its tries up to this one itself: FC adds none of them
 }
 
 type world struct {
@@ -124,6 +125,7 @@ type world struct {
 	tenant    string
 	pairs     []string            // K → spec name, for the trace
 	lives     map[string]int      // K → lives begun (a FIRST claim after a purge begins another)
+	lv        livesWorld          // lives_test.go: purged keys, tombstones, refused notify URLs
 	copyMarks map[string]int      // K → the try a copy's claim raised its lease's to (windows_test.go)
 	backoffs  map[string]*backoff // K → the back-off of its last retryable failure (windows_test.go)
 }
@@ -133,6 +135,7 @@ func newWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 	w := newBareWorld(t, seed, be, nonce)
 	w.genSpecs(nonce)
 	w.genActors()
+	w.genLives()
 	return w
 }
 
@@ -147,7 +150,8 @@ func newBareWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 		staleUntil: map[string]time.Duration{}, feat: worldFeatures(), maxClock: maxExplored, nonce: nonce, lives: map[string]int{},
 		holders: map[string]*holder{}, finishers: map[string]*holder{}, posts: map[string][]*post{},
 		log: slog.New(slog.NewJSONHandler(io.Discard, nil)), names: strings.NewReplacer()}
-	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}, gone: map[string]bool{}}
+	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}, gone: map[string]bool{},
+		goneIn: map[string]int{}}
 	if w.feat["purge"] {
 		w.retention = 2 * time.Hour
 		w.tombAge = 100 * w.retention // objects never expire: tombstones stay
@@ -333,6 +337,9 @@ func (w *world) ended(a *actor) {
 // dead-letter queue (and, sometimes, an operator who replays it).
 func (w *world) retryOrDLQ(a *actor) {
 	d := a.d
+	if a.try+1 <= d.scripted {
+		return // the scenario's own actor is that retry
+	}
 	if a.try+1 < w.fcTries {
 		at := w.now
 		if w.feat["delay"] { // FC's back-off before the retry
@@ -434,6 +441,7 @@ func (w *world) noteOutcome(a *actor, o handler.Outcome) {
 		w.successes[o.IdempotencyKey] = append(w.successes[o.IdempotencyKey], o.ResultRef)
 		w.checkAnswerPayload(a, o)
 	}
+	w.checkLivesAnswer(a, o)
 }
 
 // pipeline builds the process's own pipeline: its engine and every outside

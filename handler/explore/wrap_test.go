@@ -160,8 +160,10 @@ func (s *storeW) Candidates(ctx context.Context, limit int, grace time.Duration)
 func (s *storeW) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
 	err = call(s.a, "store.Reset "+key, storeErr, func() error {
 		before, _ := s.w().be.store.Get(ctx, key)
+		replays, _ := s.w().be.store.Replays(ctx, key)
 		prior, after, err = s.s.Reset(ctx, key, rp)
 		s.w().checkReset(s.a, key, before)
+		s.w().checkTombstoneReset(s.a, key, before, len(replays), err)
 		return err
 	})
 	return prior, after, err
@@ -191,6 +193,7 @@ func (s *storeW) Purge(ctx context.Context, r driver.PurgeRequest) (rep driver.P
 		before := w.records()
 		rep, err = s.s.Purge(ctx, r)
 		after := w.records()
+		w.checkPurgeKeepsFailedFinish(s.a, before, after)
 		tombAge := r.TombstonesOlderThan
 		if tombAge <= 0 {
 			tombAge = driver.DefaultTombstoneAge
@@ -320,6 +323,7 @@ type modelW struct {
 // has not (the injected error is the model's 503).
 func (m *modelW) Complete(ctx context.Context, r llm.Request) (resp llm.Response, err error) {
 	err = call(m.a, "model "+r.Key, idempotency.Retryable("temporary_unavailable", errInjected), func() error {
+		m.a.w.checkModelCall(m.a, r)
 		resp, err = m.m.complete(r)
 		if class, _ := idempotency.Classify(err); class == idempotency.ClassFinal {
 			m.a.modelFinal[r.Key] = true

@@ -32,6 +32,8 @@ type rig struct {
 	store *mysqlstore.Store
 	rdb   redis.UniversalClient
 	eng   *idempotency.Engine
+	// prefix starts every Redis key of the benchmark (testenv.RedisPrefix).
+	prefix string
 }
 
 func setup(b *testing.B) rig {
@@ -48,12 +50,13 @@ func setup(b *testing.B) rig {
 	if _, err := s.Migrate(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+	prefix := testenv.RedisPrefix(b)
 	rdb, err := redisfast.Dial(testenv.RedisURL(b), 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { rdb.Close() })
-	fast, err := redisfast.New(rdb, redisfast.MaxTTL)
+	fast, err := redisfast.New(rdb, redisfast.MaxTTL, redisfast.WithKeyPrefix(prefix))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,7 +64,7 @@ func setup(b *testing.B) rig {
 	// can pass the default 50 ms, and the back-off would then send the
 	// duplicates to MySQL, measuring another path.
 	eng := idempotency.New(s, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(time.Second), quiet)
-	return rig{store: s, rdb: rdb, eng: eng}
+	return rig{store: s, rdb: rdb, eng: eng, prefix: prefix}
 }
 
 func newKey() string {
@@ -178,7 +181,7 @@ func duplicates(b *testing.B, r rig, eng *idempotency.Engine, source string) {
 		func(context.Context, *idempotency.Lease) (string, error) { return "ref", nil }); err != nil {
 		b.Fatal(err)
 	}
-	rawKey := "bench:raw:" + newKey()
+	rawKey := r.prefix + "bench:raw:" + newKey()
 	raw := func(int) {
 		if err := setIfAbsent.Run(ctx, r.rdb, []string{rawKey}, "x", 300000).Err(); err != nil {
 			b.Fatal(err)
@@ -202,11 +205,11 @@ func BenchmarkClaimCompleteAllOps(b *testing.B) {
 	db := r.store.DB()
 	raw := func(int) {
 		k := newKey()
-		if err := setIfAbsent.Run(ctx, r.rdb, []string{"bench:raw:" + k}, "x", 300000).Err(); err != nil {
+		if err := setIfAbsent.Run(ctx, r.rdb, []string{r.prefix + "bench:raw:" + k}, "x", 300000).Err(); err != nil {
 			b.Fatal(err)
 		}
 		rawInsertUpdate(b, db, k)
-		if err := setIfAbsent.Run(ctx, r.rdb, []string{"bench:raw:" + k}, "y", 300000).Err(); err != nil {
+		if err := setIfAbsent.Run(ctx, r.rdb, []string{r.prefix + "bench:raw:" + k}, "y", 300000).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -26,7 +26,7 @@ func BenchmarkHTTPReplay(b *testing.B) {
 	ctx := context.Background()
 	body := []byte(`{"sku":"a-1","quantity":2,"note":"benchmark"}`)
 	answer := []byte(`{"order":"o-42","status":"created"}`)
-	bareKey := "bench:http:" + newKey()
+	bareKey := r.prefix + "bench:http:" + newKey()
 	if err := r.rdb.Set(ctx, bareKey, answer, time.Minute).Err(); err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func BenchmarkHTTPReplay(b *testing.B) {
 	}), idemhttp.Route("POST /orders"), idemhttp.JSONBody())
 	key := newKey()
 	hk, _ := keys.HTTPRequest("", http.MethodPost, "POST /orders", key)
-	b.Cleanup(func() { r.rdb.Del(context.Background(), redisfast.Key(hk)) })
+	b.Cleanup(func() { r.rdb.Del(context.Background(), r.prefix+redisfast.Key(hk)) })
 	send := func(h http.Handler, wantReplay bool) {
 		req := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

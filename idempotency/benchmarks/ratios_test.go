@@ -205,7 +205,7 @@ func finished(b *testing.B, e *idempotency.Engine) string {
 
 // evalsha is the Redis floor: one set-if-absent EVALSHA of a present key.
 func evalsha(r rig) func(context.Context) error {
-	key := "bench:raw:" + newKey()
+	key := r.prefix + "bench:raw:" + newKey()
 	b := r.rdb
 	return func(ctx context.Context) error {
 		return setIfAbsent.Run(ctx, b, []string{key}, "x", 300000).Err()
@@ -249,7 +249,7 @@ func writeTxDuplicate(s *boltstore.Store, key string) func(context.Context) erro
 // layer on the client itself, one round trip per script (the client below
 // has no autopipeliner to offer).
 func plainEngine(b *testing.B, r rig) *idempotency.Engine {
-	fast, err := redisfast.New(unpipelined{r.rdb}, redisfast.MaxTTL)
+	fast, err := redisfast.New(unpipelined{r.rdb}, redisfast.MaxTTL, redisfast.WithKeyPrefix(r.prefix))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -96,6 +96,9 @@ func Run(t *testing.T, h Harness) {
 		t.Run("FastUnconfirmedClaimOfADeadWorker", func(t *testing.T) { fastUnconfirmed(t, h) })
 		t.Run("FastUnconfirmedTakeoverOfADeadWorker", func(t *testing.T) { fastUnconfirmedTakeover(t, h) })
 		t.Run("FastUnconfirmedClaimOfALiveWorker", func(t *testing.T) { fastUnconfirmedLive(t, h) })
+		t.Run("FastUnconfirmedClaimNeverAnswersTheClaimantsRetry", func(t *testing.T) { fastUnconfirmedRetry(t, h) })
+		t.Run("FastLatePublishOverRegistration", func(t *testing.T) { fastLatePublishOverRegistration(t, h) })
+		t.Run("FastRetryNeverTakesInProgressFromTheFastLayer", func(t *testing.T) { fastRetryAsksTheStore(t, h) })
 	}
 }
 

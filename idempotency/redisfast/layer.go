@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -80,10 +81,15 @@ if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fence = tonumber(ARGV[2])
-local h = redis.call('HMGET', KEYS[1], 'st', 'fe')
+local h = redis.call('HMGET', KEYS[1], 'st', 'fe', 'uc', 'ow')
 if h[1] then
   local cur = tonumber(h[2] or '0')
   if cur > fence then return 'KEPT' end
+  -- Another owner registered over this fence (its lease ran out, or the
+  -- record failed): a RUNNING of that fence for someone else is older news
+  -- than the registration, whose claimant's Store answer comes at a higher
+  -- fence (its takeover, or a third owner's).
+  if cur == fence and h[3] == '1' and ARGV[1] == 'RUNNING' and h[4] ~= ARGV[4] then return 'KEPT' end
   if cur == fence and (h[1] == 'SUCCEEDED' or h[1] == 'FAILED_FINAL') and ARGV[1] ~= h[1] then return 'KEPT' end
   -- A renewal that arrives after the same fence's failure is stale: only a
   -- takeover (a higher fence) makes a key RUNNING again.
@@ -112,6 +118,8 @@ type Layer struct {
 	rdb redis.UniversalClient
 	ap  *redis.AutoPipeliner // nil when rdb has none (see New)
 	ttl time.Duration
+	// prefix starts every key of this layer (WithKeyPrefix).
+	prefix string
 	// calls is the number of script calls under way: one alone takes the
 	// plain round trip, which the autopipeliner's hand-off would only slow.
 	calls atomic.Int64
@@ -119,26 +127,49 @@ type Layer struct {
 
 var _ driver.FastLayer = (*Layer)(nil)
 
+// Option configures a Layer.
+type Option func(*Layer)
+
+// WithKeyPrefix starts every key of the layer with p (REDIS_KEY_PREFIX), so
+// that deployments or test runs sharing one Redis database keep apart and
+// each can find and delete its own keys (SCAN MATCH p*). p must not hold a
+// brace: the hash tag {K} must stay the key's first, so that Cluster keeps
+// the whole key on K's slot.
+func WithKeyPrefix(p string) Option { return func(l *Layer) { l.prefix = p } }
+
+// MaxKeyPrefix is the longest key prefix accepted.
+const MaxKeyPrefix = 64
+
 // New wraps a client. ttl is DEDUP_TTL_SECONDS; it must be in (0, 300 s].
 // Build the client with ContextTimeoutEnabled so that the engine's per-call
 // bound (50 ms by default) reaches the socket.
-func New(rdb redis.UniversalClient, ttl time.Duration) (*Layer, error) {
+func New(rdb redis.UniversalClient, ttl time.Duration, opts ...Option) (*Layer, error) {
 	if ttl <= 0 || ttl > MaxTTL {
 		return nil, fmt.Errorf("redisfast: ttl %s out of (0, %s]", ttl, MaxTTL)
 	}
 	l := &Layer{rdb: rdb, ttl: ttl}
+	for _, o := range opts {
+		o(l)
+	}
+	if strings.ContainsAny(l.prefix, "{}") || len(l.prefix) > MaxKeyPrefix {
+		return nil, fmt.Errorf("redisfast: key prefix %q: want at most %d bytes and no brace", l.prefix, MaxKeyPrefix)
+	}
 	if ap, err := rdb.AsyncAutoPipeline(); err == nil {
 		l.ap = ap
 	}
 	return l, nil
 }
 
-// Key is the Redis key of K, hash-tagged so that Cluster keeps it on one slot.
+// Key is the Redis key of K without a prefix, hash-tagged so that Cluster
+// keeps it on one slot.
 func Key(k string) string { return "idem:{" + k + "}" }
+
+// Key is the Redis key of K in this layer: its prefix, then Key(k).
+func (l *Layer) Key(k string) string { return l.prefix + Key(k) }
 
 // Claim runs the claim script.
 func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (driver.FastAnswer, error) {
-	vals, err := l.run(ctx, claimScript, []string{Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds(), try).StringSlice()
+	vals, err := l.run(ctx, claimScript, []string{l.Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds(), try).StringSlice()
 	if err != nil {
 		return driver.FastAnswer{}, fmt.Errorf("redis claim: %w", err)
 	}
@@ -170,7 +201,7 @@ func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHa
 
 // Publish mirrors a committed record with CAS on its fence.
 func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.Duration) error {
-	err := l.run(ctx, publishScript, []string{Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
+	err := l.run(ctx, publishScript, []string{l.Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
 		rec.LeaseOwner, rec.PayloadHash, leaseLeft.Milliseconds(), rec.ResultRef, rec.LastErrorCode, rec.LastError,
 		l.ttl.Milliseconds(), rec.LeaseTry).Err()
 	if err != nil {
@@ -181,7 +212,7 @@ func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.D
 
 // Release drops owner's unconfirmed claim.
 func (l *Layer) Release(ctx context.Context, key, owner string) error {
-	if err := l.run(ctx, releaseScript, []string{Key(key)}, owner).Err(); err != nil {
+	if err := l.run(ctx, releaseScript, []string{l.Key(key)}, owner).Err(); err != nil {
 		return fmt.Errorf("redis release: %w", err)
 	}
 	return nil
@@ -189,7 +220,7 @@ func (l *Layer) Release(ctx context.Context, key, owner string) error {
 
 // Forget deletes the entry.
 func (l *Layer) Forget(ctx context.Context, key string) error {
-	if err := l.rdb.Del(ctx, Key(key)).Err(); err != nil {
+	if err := l.rdb.Del(ctx, l.Key(key)).Err(); err != nil {
 		return fmt.Errorf("redis forget: %w", err)
 	}
 	return nil

@@ -4,22 +4,35 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
-func layer(t *testing.T) *redisfast.Layer {
+// client dials the test Redis with a key prefix of the test's own: every
+// key the test sends must be under it, and none is left when it ends.
+func client(t *testing.T) (redis.UniversalClient, string) {
 	t.Helper()
+	prefix := testenv.RedisPrefix(t)
 	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	l, err := redisfast.New(rdb, 5*time.Second)
+	testenv.GuardRedisKeys(t, rdb, prefix)
+	return rdb, prefix
+}
+
+func layer(t *testing.T) *redisfast.Layer {
+	t.Helper()
+	rdb, prefix := client(t)
+	l, err := redisfast.New(rdb, 5*time.Second, redisfast.WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +53,35 @@ func TestTTLBound(t *testing.T) {
 	}
 	if redisfast.Key("abc") != "idem:{abc}" {
 		t.Fatal(redisfast.Key("abc"))
+	}
+}
+
+// A prefix goes before the hash tag, which stays the key's first brace
+// (Cluster hashes {K} alone); a prefix with a brace would move it.
+func TestKeyPrefix(t *testing.T) {
+	for _, p := range []string{"a{b", "}", strings.Repeat("p", redisfast.MaxKeyPrefix+1)} {
+		if _, err := redisfast.New(nil, time.Second, redisfast.WithKeyPrefix(p)); err == nil {
+			t.Errorf("prefix %q accepted", p)
+		}
+	}
+	l := layer(t)
+	ctx := context.Background()
+	k := key()
+	if _, err := l.Claim(ctx, k, "o", 0, "ph", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0) // unguarded: it reads outside the prefix
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	for name, want := range map[string]int64{l.Key(k): 1, redisfast.Key(k): 0} {
+		if n, err := rdb.Exists(ctx, name).Result(); err != nil || n != want {
+			t.Errorf("EXISTS %s = %d, %v; want %d", name, n, err, want)
+		}
+	}
+	if !strings.HasSuffix(l.Key(k), "idem:{"+k+"}") || strings.Index(l.Key(k), "{") != len(l.Key(k))-len(k)-2 {
+		t.Errorf("key %q: the hash tag {K} is not its first brace", l.Key(k))
 	}
 }
 

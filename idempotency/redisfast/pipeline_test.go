@@ -2,6 +2,8 @@ package redisfast_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,27 +38,74 @@ func (b *batches) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
+// unknownScripts plays a Redis that does not know the scripts yet (after a
+// restart or a failover): it answers NOSCRIPT to every EVALSHA of a script
+// that no EVAL through this client has loaded, without sending it. SCRIPT
+// FLUSH would do the same for every client of the server, other runs' too.
+type unknownScripts struct {
+	mu      sync.Mutex
+	loaded  map[string]bool
+	refused atomic.Int64
+}
+
+func (u *unknownScripts) refuse(c redis.Cmder) bool {
+	args := c.Args()
+	if len(args) < 2 {
+		return false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch c.Name() {
+	case "eval":
+		u.loaded[fmt.Sprintf("%x", sha1.Sum([]byte(fmt.Sprint(args[1]))))] = true
+	case "evalsha":
+		if !u.loaded[fmt.Sprint(args[1])] {
+			c.SetErr(redis.ErrNoScript)
+			u.refused.Add(1)
+			return true
+		}
+	}
+	return false
+}
+
+func (*unknownScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (u *unknownScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if u.refuse(cmd) {
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (u *unknownScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		sent := make([]redis.Cmder, 0, len(cmds))
+		for _, c := range cmds {
+			if !u.refuse(c) {
+				sent = append(sent, c)
+			}
+		}
+		if len(sent) == 0 {
+			return nil
+		}
+		return next(ctx, sent)
+	}
+}
+
 // Concurrent calls share round trips (issue #24) and each still gets its
 // own answer, also when Redis has to be sent the script's source again.
 func TestConcurrentCallsShareRoundTrips(t *testing.T) {
-	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
+	rdb, prefix := client(t)
 	var seen batches
 	rdb.AddHook(&seen)
-	l, err := redisfast.New(rdb, 5*time.Second)
+	// Scripts unknown to Redis: the first calls fall back to EVAL.
+	unknown := &unknownScripts{loaded: map[string]bool{}}
+	rdb.AddHook(unknown)
+	l, err := redisfast.New(rdb, 5*time.Second, redisfast.WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	// Scripts unknown to Redis (as after a restart or a failover): the first
-	// calls fall back to EVAL. Harmless to other runs on the server: every
-	// client of a script here (Script.Run, this layer) falls back the same way.
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
 	const n = 64
 	keys := make([]string, n)
 	for i := range keys {
@@ -94,12 +143,16 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 	if seen.n.Load() == 0 {
 		t.Fatal("192 concurrent calls were sent one round trip each: no batch of more than one")
 	}
+	if unknown.refused.Load() == 0 {
+		t.Fatal("no call met an unknown script: the EVAL fallback was not exercised")
+	}
 }
 
 // A hung Redis bounds every waiting call by its own context, also the calls
 // waiting in a batch: the socket has no read timeout here, so only the wait
 // for the batch can end them.
 func TestHungRedisBoundsConcurrentCalls(t *testing.T) {
+	prefix := testenv.RedisPrefix(t)
 	opt, err := redis.ParseURL(testenv.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +162,8 @@ func TestHungRedisBoundsConcurrentCalls(t *testing.T) {
 	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { proxy.Restore(); rdb.Close() })
-	l, err := redisfast.New(rdb, 5*time.Second)
+	testenv.GuardRedisKeys(t, rdb, prefix)
+	l, err := redisfast.New(rdb, 5*time.Second, redisfast.WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		}
 		a.closers = append(a.closers, rdb.Close)
 		a.redis = rdb
-		fast, err := redisfast.New(rdb, cfg.DedupTTL)
+		fast, err := redisfast.New(rdb, cfg.DedupTTL, redisfast.WithKeyPrefix(cfg.RedisKeyPrefix))
 		if err != nil {
 			a.Close()
 			return nil, err

@@ -41,7 +41,7 @@ var commands = []command{
 	{"sweep", "[--limit N] [--budget D] [--grace D] [--progress D]", "re-drive stuck tasks once (what the timer trigger runs)", envPipeline, setupSweep},
 	{"stats", "[--since D] [--json]", "decisions and the duplicate rate per minute", envStore, setupStats},
 	{"purge", "[--older-than D] [--limit N] [--budget D] [--progress D] [--dry-run]",
-		"delete finished records older than the retention, with their steps, audit rows and old stats (what the daily timer runs)",
+		"retire finished records older than the retention to tombstones (their steps, audit rows and old stats deleted) and delete expired tombstones (what the daily timer runs)",
 		join(envStore, envRetention), setupPurge},
 	{"version", "", "print the module version and the VCS revision the binary was built from", nil, setupVersion},
 }

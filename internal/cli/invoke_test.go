@@ -64,7 +64,9 @@ func TestInvokeRecordsStats(t *testing.T) {
 	}{
 		{"embedded store", func(t *testing.T) []string { return nil }},
 		{"MySQL", func(t *testing.T) []string { return migrated(t) }},
-		{"MySQL and Redis", func(t *testing.T) []string { return migrated(t, "REDIS_URL="+testenv.RedisURL(t)) }},
+		{"MySQL and Redis", func(t *testing.T) []string {
+			return migrated(t, "REDIS_URL="+testenv.RedisURL(t), "REDIS_KEY_PREFIX="+testenv.RedisPrefix(t))
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

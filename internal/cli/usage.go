@@ -16,6 +16,7 @@ var envDocs = []envDoc{
 	{"MYSQL_DSN", "MySQL/MariaDB DSN of the arbiter store, user:pass@tcp(host:3306)/db; unset: the embedded store under STATE_DIR"},
 	{"STATE_DIR", "directory of the embedded store and of local results (default ./.idemgate)"},
 	{"REDIS_URL", "redis://[:pass@]host:6379/db of the fast layer (optional; unset: none)"},
+	{"REDIS_KEY_PREFIX", "prefix of every fast-layer key (keys are <prefix>idem:{K}), at most 64 of A-Z a-z 0-9 : . _ - (default empty); sets apart deployments sharing one Redis database"},
 	{"DEDUP_TTL_SECONDS", "how long the fast layer remembers a key, 1 to 300 (default 300)"},
 	{"OSS_ENDPOINT", "OSS endpoint for results; OSS_ENDPOINT, OSS_BUCKET and OSS_REGION all or none (none: STATE_DIR/results)"},
 	{"OSS_BUCKET", "OSS bucket for results"},
@@ -52,7 +53,7 @@ var envDocs = []envDoc{
 // Variable groups, as the commands use them.
 var (
 	envStore   = []string{"MYSQL_DSN", "STATE_DIR"}
-	envFast    = []string{"REDIS_URL", "DEDUP_TTL_SECONDS"}
+	envFast    = []string{"REDIS_URL", "REDIS_KEY_PREFIX", "DEDUP_TTL_SECONDS"}
 	envResults = []string{"OSS_ENDPOINT", "OSS_BUCKET", "OSS_REGION", "ALIBABA_CLOUD_ACCESS_KEY_ID",
 		"ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN"}
 	envModel     = []string{"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS"}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -17,12 +18,15 @@ import (
 
 // Config is the whole environment of the function.
 type Config struct {
-	RedisURL    string
-	MySQLDSN    string
-	StateDir    string
-	OSSEndpoint string
-	OSSBucket   string
-	OSSRegion   string
+	RedisURL string
+	// RedisKeyPrefix starts every key of the fast layer (REDIS_KEY_PREFIX;
+	// empty: keys are idem:{K}), for deployments sharing one Redis database.
+	RedisKeyPrefix string
+	MySQLDSN       string
+	StateDir       string
+	OSSEndpoint    string
+	OSSBucket      string
+	OSSRegion      string
 	// Fallback credentials; FC request headers win per invocation.
 	AccessKeyID     string
 	AccessKeySecret string
@@ -86,7 +90,7 @@ func (c Config) TombstoneAge() time.Duration {
 // Variables lists every variable Load reads, for the deploy-file consistency
 // checks and the README.
 var Variables = []string{
-	"REDIS_URL", "MYSQL_DSN", "STATE_DIR", "OSS_ENDPOINT", "OSS_BUCKET", "OSS_REGION",
+	"REDIS_URL", "REDIS_KEY_PREFIX", "MYSQL_DSN", "STATE_DIR", "OSS_ENDPOINT", "OSS_BUCKET", "OSS_REGION",
 	"ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN",
 	"LLM_BASE_URL", "LLM_API_KEY", "DASHSCOPE_API_KEY", "LLM_MODEL", "LLM_TIMEOUT_SECONDS",
 	"DEDUP_TTL_SECONDS", "LEASE_SECONDS", "MAX_ATTEMPTS", "WAIT_IN_FLIGHT_SECONDS", "LOCAL_CACHE_SIZE",
@@ -181,11 +185,17 @@ func ParseRetention(name, v string) (time.Duration, error) {
 	return d, nil
 }
 
+// keyPrefix is what REDIS_KEY_PREFIX may hold: no brace (the key's hash tag
+// must stay {K}, redisfast.WithKeyPrefix) and no SCAN pattern character, so
+// that `SCAN MATCH <prefix>*` finds exactly the deployment's keys.
+var keyPrefix = regexp.MustCompile(`^[A-Za-z0-9:._-]{0,64}$`)
+
 // Load reads the configuration through getenv (os.Getenv in main).
 func Load(getenv func(string) string) (Config, error) {
 	r := &reader{getenv: getenv}
 	c := Config{
 		RedisURL:        r.str("REDIS_URL", ""),
+		RedisKeyPrefix:  r.str("REDIS_KEY_PREFIX", ""),
 		MySQLDSN:        r.str("MYSQL_DSN", ""),
 		StateDir:        r.str("STATE_DIR", "./.idemgate"),
 		OSSEndpoint:     r.str("OSS_ENDPOINT", ""),
@@ -314,6 +324,9 @@ func (r *reader) endpoints(c *Config) {
 		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
 			r.bad("REDIS_URL", "want redis://… or rediss://…")
 		}
+	}
+	if !keyPrefix.MatchString(c.RedisKeyPrefix) {
+		r.bad("REDIS_KEY_PREFIX", fmt.Sprintf("want at most 64 of A-Z a-z 0-9 : . _ -, got %q", c.RedisKeyPrefix))
 	}
 	var err error
 	if c.NotifyAllowedHosts, err = notify.ParseAllowList(r.getenv("NOTIFY_ALLOWED_HOSTS")); err != nil {

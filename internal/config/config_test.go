@@ -61,6 +61,11 @@ func TestLoad(t *testing.T) {
 		{name: "zero attempts", env: map[string]string{"MAX_ATTEMPTS": "0"}, wantErr: "MAX_ATTEMPTS"},
 		{name: "model without key", env: map[string]string{"LLM_MODEL": "qwen-max"}, wantErr: "LLM_API_KEY"},
 		{name: "bad redis url", env: map[string]string{"REDIS_URL": "tcp://x"}, wantErr: "REDIS_URL"},
+		// A brace would move the hash tag {K}; a pattern character would make
+		// SCAN MATCH <prefix>* find other deployments' keys.
+		{name: "redis key prefix with a brace", env: map[string]string{"REDIS_KEY_PREFIX": "a{b}:"}, wantErr: "REDIS_KEY_PREFIX"},
+		{name: "redis key prefix with a pattern", env: map[string]string{"REDIS_KEY_PREFIX": "app*"}, wantErr: "REDIS_KEY_PREFIX"},
+		{name: "redis key prefix too long", env: map[string]string{"REDIS_KEY_PREFIX": strings.Repeat("p", 65)}, wantErr: "REDIS_KEY_PREFIX"},
 		{name: "half OSS", env: map[string]string{"OSS_BUCKET": "b"}, wantErr: "OSS_ENDPOINT"},
 		{name: "bad port", env: map[string]string{"FC_SERVER_PORT": "70000"}, wantErr: "FC_SERVER_PORT"},
 		{name: "bad llm timeout", env: map[string]string{"LLM_TIMEOUT_SECONDS": "-1"}, wantErr: "LLM_TIMEOUT_SECONDS"},

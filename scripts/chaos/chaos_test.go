@@ -19,7 +19,7 @@ func TestChaosShort(t *testing.T) {
 	}
 	o := DefaultOptions()
 	// testenv fails (CI=true) or skips when a service is missing.
-	o.MySQLDSN, o.RedisURL = testenv.FreshMySQLDSN(t), testenv.RedisURL(t)
+	o.MySQLDSN, o.RedisURL, o.RedisKeyPrefix = testenv.FreshMySQLDSN(t), testenv.RedisURL(t), testenv.RedisPrefix(t)
 	o.Instances, o.Keys, o.Duration = 3, 25, 15*time.Second
 	o.KillEvery, o.PauseEvery = 2*time.Second, 3*time.Second
 	o.WorkDir = t.TempDir()

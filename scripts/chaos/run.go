@@ -42,11 +42,14 @@ type Options struct {
 	// should be empty (a record of another key is reported).
 	MySQLDSN string
 	RedisURL string // "": the instances run on MySQL alone
-	Seed     uint64 // 0: from the clock
-	Keep     bool
-	WorkDir  string    // "": a temporary directory (removed unless Keep or a violation)
-	Log      io.Writer // progress lines; nil: none
-	Progress io.Writer // the progress bar of the deliveries; nil: none
+	// RedisKeyPrefix is the instances' REDIS_KEY_PREFIX ("": a prefix of
+	// the run's own); the run deletes its keys under it at the end.
+	RedisKeyPrefix string
+	Seed           uint64 // 0: from the clock
+	Keep           bool
+	WorkDir        string    // "": a temporary directory (removed unless Keep or a violation)
+	Log            io.Writer // progress lines; nil: none
+	Progress       io.Writer // the progress bar of the deliveries; nil: none
 }
 
 // DefaultOptions are the flags' defaults.
@@ -195,7 +198,10 @@ func (r *runner) setup(ctx context.Context, rep *Report) error {
 	r.env = append(r.model.Env(), "MYSQL_DSN="+r.dsn, "STATE_DIR="+r.stateDir, "LLM_TIMEOUT_SECONDS=10",
 		fmt.Sprintf("LEASE_SECONDS=%d", o.LeaseSeconds))
 	if o.RedisURL != "" {
-		r.env = append(r.env, "REDIS_URL="+o.RedisURL)
+		if o.RedisKeyPrefix == "" {
+			r.o.RedisKeyPrefix = "idemgate-chaos:" + proc.Nonce()[:8] + ":"
+		}
+		r.env = append(r.env, "REDIS_URL="+o.RedisURL, "REDIS_KEY_PREFIX="+r.o.RedisKeyPrefix)
 	}
 	if o.MaxAttempts > 0 {
 		r.env = append(r.env, fmt.Sprintf("MAX_ATTEMPTS=%d", o.MaxAttempts))
@@ -369,7 +375,7 @@ func (r *runner) teardown(rep *Report) {
 	if r.fleet != nil {
 		r.fleet.stop(false)
 	}
-	cleanRedis(r.o.RedisURL, r.plans)
+	cleanRedis(r.o.RedisURL, r.o.RedisKeyPrefix, r.plans)
 	if r.model != nil {
 		r.model.Close()
 	}
@@ -521,7 +527,7 @@ func sweepAll(ctx context.Context, bin string, env []string, rep *Report, logf f
 
 // cleanRedis drops the run's fast-layer entries (best effort): DB 15 is
 // shared with the tests.
-func cleanRedis(url string, plans []*keyPlan) {
+func cleanRedis(url, prefix string, plans []*keyPlan) {
 	if url == "" || len(plans) == 0 {
 		return
 	}
@@ -535,7 +541,7 @@ func cleanRedis(url string, plans []*keyPlan) {
 	defer cancel()
 	var names []string
 	for _, p := range plans {
-		names = append(names, redisfast.Key(p.key))
+		names = append(names, prefix+redisfast.Key(p.key))
 	}
 	_ = c.Del(ctx, names...).Err()
 }

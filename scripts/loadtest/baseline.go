@@ -29,25 +29,27 @@ var setIfAbsent = bare.SetIfAbsent
 // built like the function's (mysqlstore.Open, redisfast.Dial), so pool sizes
 // and driver settings match.
 type Baselines struct {
-	store *mysqlstore.Store
-	rdb   redis.UniversalClient
-	eng   *idempotency.Engine
-	bare  *http.Server
-	Bare  string // base URL of the in-process bare handler
-	ln    net.Listener
+	store  *mysqlstore.Store
+	rdb    redis.UniversalClient
+	eng    *idempotency.Engine
+	bare   *http.Server
+	Bare   string // base URL of the in-process bare handler
+	ln     net.Listener
+	prefix string // of every Redis key (OpenBaselines)
 }
 
 const scratchTable = "loadtest_scratch"
 
 // OpenBaselines connects, migrates (idempotent), creates the scratch table
-// and starts the in-process bare handler on loopback. Without redisURL only the MySQL
+// and starts the in-process bare handler on loopback. Every Redis key is
+// under prefix (Options.RedisKeyPrefix). Without redisURL only the MySQL
 // pool is opened (for the verification).
-func OpenBaselines(ctx context.Context, dsn, redisURL string) (*Baselines, error) {
+func OpenBaselines(ctx context.Context, dsn, redisURL, prefix string) (*Baselines, error) {
 	s, err := mysqlstore.Open(dsn, mysqlstore.Options{})
 	if err != nil {
 		return nil, err
 	}
-	b := &Baselines{store: s}
+	b := &Baselines{store: s, prefix: prefix}
 	if _, err := s.Migrate(ctx); err != nil {
 		b.Close()
 		return nil, err
@@ -67,7 +69,7 @@ func OpenBaselines(ctx context.Context, dsn, redisURL string) (*Baselines, error
 		b.Close()
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	fast, err := redisfast.New(b.rdb, redisfast.MaxTTL)
+	fast, err := redisfast.New(b.rdb, redisfast.MaxTTL, redisfast.WithKeyPrefix(prefix))
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -79,7 +81,7 @@ func OpenBaselines(ctx context.Context, dsn, redisURL string) (*Baselines, error
 		return nil, err
 	}
 	b.Bare = "http://" + b.ln.Addr().String()
-	b.bare = &http.Server{Handler: bare.Handler(b.rdb), ReadHeaderTimeout: 5 * time.Second}
+	b.bare = &http.Server{Handler: bare.Handler(b.rdb, prefix), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = b.bare.Serve(b.ln) }()
 	return b, nil
 }
@@ -109,7 +111,7 @@ func randKey() string {
 // already (the duplicate case).
 func (b *Baselines) RawEvalsha(nonce string) func(context.Context, int) error {
 	return func(ctx context.Context, i int) error {
-		return setIfAbsent.Run(ctx, b.rdb, []string{"loadtest:raw:" + nonce + ":" + strconv.Itoa(i%1000)}, "x", 300000).Err()
+		return setIfAbsent.Run(ctx, b.rdb, []string{b.prefix + "loadtest:raw:" + nonce + ":" + strconv.Itoa(i%1000)}, "x", 300000).Err()
 	}
 }
 
@@ -132,7 +134,7 @@ func (b *Baselines) RawInsertUpdate() func(context.Context, int) error {
 func (b *Baselines) RawAllOps() func(context.Context, int) error {
 	insertUpdate := b.RawInsertUpdate()
 	return func(ctx context.Context, i int) error {
-		k := "loadtest:allops:" + randKey()
+		k := b.prefix + "loadtest:allops:" + randKey()
 		if err := setIfAbsent.Run(ctx, b.rdb, []string{k}, "x", 300000).Err(); err != nil {
 			return err
 		}

@@ -55,7 +55,7 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, fakeE
 	for _, set := range sets {
 		e := slices.Clone(env)
 		if set.redis {
-			e = append(e, "REDIS_URL="+o.RedisURL)
+			e = append(e, "REDIS_URL="+o.RedisURL, "REDIS_KEY_PREFIX="+o.RedisKeyPrefix)
 		}
 		for i := range o.Spawn {
 			in, err := proc.Start(ctx, bin, proc.Options{Env: e, LogPath: filepath.Join(work, fmt.Sprintf("instance-%s-%d.log", set.name, i))})
@@ -88,9 +88,9 @@ func (f *fleet) idleRSS() map[string]int64 {
 
 // spawnBare starts the bare handler as the function runs: as many processes
 // as there are targets, built with the same flags, hit round robin.
-func (f *fleet) spawnBare(ctx context.Context, bareBin, redisURL, work string) error {
+func (f *fleet) spawnBare(ctx context.Context, bareBin, redisURL, prefix, work string) error {
 	for i := range max(1, len(f.targets)) {
-		in, err := proc.Start(ctx, bareBin, proc.Options{Env: []string{"REDIS_URL=" + redisURL},
+		in, err := proc.Start(ctx, bareBin, proc.Options{Env: []string{"REDIS_URL=" + redisURL, "REDIS_KEY_PREFIX=" + prefix},
 			LogPath: filepath.Join(work, fmt.Sprintf("bareserver-%d.log", i))})
 		if err != nil {
 			return fmt.Errorf("bareserver: %w", err)

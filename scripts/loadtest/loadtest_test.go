@@ -50,14 +50,14 @@ const (
 // MariaDB or Redis it skips, and fails under CI=true.
 func TestLoadAgainstSpawnedInstances(t *testing.T) {
 	dsn := testenv.PrivateMariaDB(t)
-	redisURL := testenv.RedisURL(t)
+	redisURL, prefix := testenv.RedisURL(t), testenv.RedisPrefix(t)
 	dir := t.TempDir()
 	o := DefaultOptions()
 	// Four slices per phase: each slice's statements are counted apart, and
 	// the statement check needs one that no other client of the shared
 	// MariaDB touched.
 	o.Spawn, o.N, o.C, o.DupN, o.BaseN, o.FirstN, o.Slices = 2, 200, 8, 60, 60, 60, 4
-	o.MySQLDSN, o.RedisURL = dsn, redisURL
+	o.MySQLDSN, o.RedisURL, o.RedisKeyPrefix = dsn, redisURL, prefix
 	o.MaxDuration = 90 * time.Second
 	o.Seed = 7
 	o.WorkDir = filepath.Join(dir, "work")

@@ -89,6 +89,7 @@ func run(args []string) int {
 	fs.StringVar(&o.MySQLDSN, "mysql-dsn", d.MySQLDSN, "MYSQL_DSN of spawned instances, the baselines and the MySQL check (with -targets: give the instances' database); created if missing. Its server's SHOW GLOBAL STATUS gives the statements per task")
 	fs.BoolVar(&o.PrivateMySQL, "private-mysql", false, "start a MariaDB server of the run's own (mariadb-install-db and mariadbd, in the work directory) and use -mysql-dsn's database name there: the statements per task are GLOBAL counters, which every other client of a shared server moves; needs -spawn")
 	fs.StringVar(&o.RedisURL, "redis-url", d.RedisURL, "REDIS_URL of spawned instances and the baselines")
+	fs.StringVar(&o.RedisKeyPrefix, "redis-key-prefix", d.RedisKeyPrefix, "REDIS_KEY_PREFIX of spawned instances; also starts the baselines' and bare handler's keys")
 	fs.BoolVar(&o.Redis, "redis", d.Redis, "the instances use Redis; false: spawned instances get no REDIS_URL (MySQL answers every duplicate)")
 	fs.IntVar(&o.N, "n", d.N, "deliveries in the main phase")
 	fs.IntVar(&o.C, "c", d.C, "concurrency: requests in flight (a burst takes one slot per copy)")
@@ -165,24 +166,27 @@ type Options struct {
 	MySQLDSN     string
 	PrivateMySQL bool // start a MariaDB of the run's own; MySQLDSN names the database
 	RedisURL     string
-	Redis        bool
-	N, C         int
-	DupRate      float64 // percent
-	Mix          Mix
-	BurstMax     int
-	DupN, BaseN  int           // -1: 5×N, N
-	FirstN       int           // -1: N
-	Rate         float64       // > 0: main phase offered at this rate (deliveries/s)
-	Window       time.Duration // with Rate: how long it is offered
-	Repeat       int
-	Slices       int
-	Timeout      time.Duration
-	MaxDuration  time.Duration
-	CSV, PNG     string
-	JSON         string
-	Seed         uint64
-	Keep         bool
-	WorkDir      string // "": a temporary directory
+	// RedisKeyPrefix starts every Redis key of the run: the instances'
+	// (REDIS_KEY_PREFIX), the bare handler's and the baselines'.
+	RedisKeyPrefix string
+	Redis          bool
+	N, C           int
+	DupRate        float64 // percent
+	Mix            Mix
+	BurstMax       int
+	DupN, BaseN    int           // -1: 5×N, N
+	FirstN         int           // -1: N
+	Rate           float64       // > 0: main phase offered at this rate (deliveries/s)
+	Window         time.Duration // with Rate: how long it is offered
+	Repeat         int
+	Slices         int
+	Timeout        time.Duration
+	MaxDuration    time.Duration
+	CSV, PNG       string
+	JSON           string
+	Seed           uint64
+	Keep           bool
+	WorkDir        string // "": a temporary directory
 	// Progress receives the progress bar (nil: none); Log receives setup
 	// lines (nil: none).
 	Progress, Log io.Writer

@@ -50,7 +50,8 @@ func BenchmarkPipelineDuplicateRedis(b *testing.B) {
 // runs one event to completion; duplicates of body are then answered by Redis.
 func finishedKey(b *testing.B, w io.Writer) (*app.App, []byte) {
 	a := openApp(b, map[string]string{"MYSQL_DSN": testenv.FreshMySQLDSN(b), "REDIS_URL": testenv.RedisURL(b),
-		"LLM_MODEL": "offline", "STATE_DIR": b.TempDir()}, w)
+		"REDIS_KEY_PREFIX": testenv.RedisPrefix(b),
+		"LLM_MODEL":        "offline", "STATE_DIR": b.TempDir()}, w)
 	ctx := context.Background()
 	body := cloudEvent("bench-"+proc.Nonce(), map[string]any{"tenant_id": "acme", "task_type": "summarize",
 		"operation": "summarize", "input": map[string]any{"content": "[bench " + proc.Nonce() + "] " + filler}})
@@ -117,7 +118,7 @@ func BenchmarkDuplicateKeys(b *testing.B) {
 // and the publish EVALSHA after). Only the engine's public API is used.
 func BenchmarkClaimCompleteParts(b *testing.B) {
 	ctx := context.Background()
-	bl, err := OpenBaselines(ctx, testenv.FreshMySQLDSN(b), testenv.RedisURL(b))
+	bl, err := OpenBaselines(ctx, testenv.FreshMySQLDSN(b), testenv.RedisURL(b), testenv.RedisPrefix(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -173,7 +174,8 @@ func BenchmarkPipelineFirst(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(f.close)
-	env := map[string]string{"MYSQL_DSN": testenv.FreshMySQLDSN(b), "REDIS_URL": testenv.RedisURL(b)}
+	env := map[string]string{"MYSQL_DSN": testenv.FreshMySQLDSN(b), "REDIS_URL": testenv.RedisURL(b),
+		"REDIS_KEY_PREFIX": testenv.RedisPrefix(b)}
 	for _, kv := range f.env() {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v

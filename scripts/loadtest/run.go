@@ -195,7 +195,7 @@ func (r *runner) setup() error {
 		redisURL = ""
 	}
 	var err error
-	if r.bl, err = OpenBaselines(r.ctx, o.MySQLDSN, redisURL); err != nil {
+	if r.bl, err = OpenBaselines(r.ctx, o.MySQLDSN, redisURL, o.RedisKeyPrefix); err != nil {
 		return fmt.Errorf("baselines: %w", err)
 	}
 	if r.statsBefore, err = readStats(r.ctx, r.bl.DB()); err != nil {
@@ -276,7 +276,7 @@ func (r *runner) startFleet() error {
 	}
 	r.sum.Targets, r.sum.MySQLTargets = r.fl.targets, r.fl.mysqlTargets
 	if o.BaseN > 0 {
-		if err := r.fl.spawnBare(r.ctx, bareBin, o.RedisURL, r.work); err != nil {
+		if err := r.fl.spawnBare(r.ctx, bareBin, o.RedisURL, o.RedisKeyPrefix, r.work); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@
 //
 //	file: path/relative/to/repo/root.go
 //	why: one line saying which guard this removes
+//	test: ./package TestName|TestOther[/Subtest]   (optional: see below)
 //	--- old
 //	<exact text that occurs exactly once in the file>
 //	--- new
@@ -16,6 +17,14 @@
 // Usage (from the repository root):
 //
 //	go run ./handler/explore/mutate [-j 2] [-only name,name] -- <explorer flags, e.g. -seeds 150>
+//
+// A mutant the explorer's world cannot reach (the input edge — parsing,
+// limits — which the world never sends wrong, and fast-layer windows only a
+// publish held back past another owner's registration opens) names
+// instead, on a test: line, the package and the tests (subtests with /)
+// that must kill it; they run with the
+// mutant compiled in (`go test -overlay -run`), and it is killed when one
+// fails. The kill table says which judged each mutant.
 //
 // It prints a kill table (mutant, killed or survived, the seed and store
 // configuration that killed it, seconds) and exits 1 if any mutant survived
@@ -46,6 +55,7 @@ import (
 // mutant is one parsed .mutant file.
 type mutant struct {
 	name, file, why, old, new string
+	testPkg, testRun          string // a test: line (input-edge mutants), else the explorer judges
 }
 
 // result is one mutant's row of the kill table.
@@ -134,8 +144,14 @@ func report(results []result, took time.Duration) int {
 			fmt.Printf("    %s: %s\n", r.m.file, r.m.why)
 		}
 	}
-	fmt.Printf("%d of %d mutants killed, %d known survivors not run (survivors.txt; -all runs them)\n",
-		len(results)-bad-skipped, len(results)-skipped, skipped)
+	byTests := 0
+	for _, r := range results {
+		if r.verdict == "killed" && r.m.testPkg != "" {
+			byTests++
+		}
+	}
+	fmt.Printf("%d of %d mutants killed (%d by the explorer, %d by the tests they name), %d known survivors not run (survivors.txt; -all runs them)\n",
+		len(results)-bad-skipped, len(results)-skipped, len(results)-bad-skipped-byTests, byTests, skipped)
 	if bad > 0 {
 		return 1
 	}
@@ -223,6 +239,12 @@ func parse(name, s string) (mutant, error) {
 			m.file = strings.TrimSpace(v)
 		case "why":
 			m.why = strings.TrimSpace(v)
+		case "test":
+			m.testPkg, m.testRun, _ = strings.Cut(strings.TrimSpace(v), " ")
+			m.testRun = strings.TrimSpace(m.testRun)
+			if !strings.HasPrefix(m.testPkg, "./") || m.testRun == "" {
+				return m, fmt.Errorf("test: %q: want \"./package TestName|TestOther\"", strings.TrimSpace(v))
+			}
 		}
 	}
 	if m.file == "" || m.why == "" || m.old == "" {
@@ -233,6 +255,7 @@ func parse(name, s string) (mutant, error) {
 
 var (
 	killRE = regexp.MustCompile(`seed (\d+) on (\S+): (\d+) violations:\n\s+(.*)`)
+	failRE = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
 	// A mutant of one store or layer runs only the configurations that use it.
 	storesOf = map[string]string{
 		"idempotency/boltstore/":  "bolt,bolt+redis",
@@ -274,6 +297,10 @@ func run(ctx context.Context, root, work string, m mutant, args []string) result
 	if ctx.Err() != nil {
 		return done("BROKEN", "interrupted", "")
 	}
+	if m.testPkg != "" {
+		verdict, by, log := runTests(ctx, root, overlay, m)
+		return done(verdict, by, log)
+	}
 	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "-overlay", overlay, "./handler/explore/")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
@@ -298,6 +325,33 @@ func run(ctx context.Context, root, work string, m mutant, args []string) result
 		return done("BROKEN", "the explorer failed without a violation: "+firstLine(lastLines(log, 5)), log)
 	}
 	return done("SURVIVED", "", log)
+}
+
+// runTests judges an input-edge mutant by the tests its test: line names.
+func runTests(ctx context.Context, root, overlay string, m mutant) (verdict, by, log string) {
+	levels := strings.Split(m.testRun, "/") // -run matches subtests level by level
+	for i, l := range levels {
+		levels[i] = "^(" + l + ")$"
+	}
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-overlay", overlay, "-run", strings.Join(levels, "/"), m.testPkg)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	log = string(out)
+	switch {
+	case err == nil && strings.Contains(log, "[no tests to run]"):
+		return "BROKEN", "test: " + m.testRun + " matches no test in " + m.testPkg, log
+	case err == nil:
+		return "SURVIVED", "", log
+	case failRE.MatchString(log):
+		deepest := ""
+		for _, f := range failRE.FindAllStringSubmatch(log, -1) {
+			if len(f[1]) > len(deepest) {
+				deepest = f[1]
+			}
+		}
+		return "killed", "test " + deepest + " (" + m.testPkg + ")", log
+	}
+	return "BROKEN", "the tests failed without a test failure (does it compile?): " + firstLine(lastLines(log, 5)), log
 }
 
 func hasFlag(args []string, name string) bool {

@@ -17,8 +17,11 @@ import (
 
 // Harness is the conformance harness of s behind the test Redis
 // (testenv.RedisURL), reached through a relay that the fast-layer cases cut
-// or stall.
+// or stall. Its keys are under a prefix of the test's own
+// (testenv.RedisPrefix): deleted when the test ends, and a key sent outside
+// it fails the test.
 func Harness(t *testing.T, s driver.Store) idemtest.Harness {
+	prefix := testenv.RedisPrefix(t)
 	opt, err := redis.ParseURL(testenv.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +31,8 @@ func Harness(t *testing.T, s driver.Store) idemtest.Harness {
 	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
-	fast, err := redisfast.New(rdb, redisfast.MaxTTL)
+	testenv.GuardRedisKeys(t, rdb, prefix)
+	fast, err := redisfast.New(rdb, redisfast.MaxTTL, redisfast.WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,10 @@ import (
 var SetIfAbsent = redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 'FIRST' or 'REPEAT'`)
 
 // Handler answers every POST /invoke with one EVALSHA keyed by the body's
-// hash, and /initialize with 200 after a PING (as the function warms its
-// clients there).
-func Handler(rdb redis.UniversalClient) http.Handler {
+// hash (under prefix, as the function's keys are under REDIS_KEY_PREFIX),
+// and /initialize with 200 after a PING (as the function warms its clients
+// there).
+func Handler(rdb redis.UniversalClient, prefix string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/initialize" {
 			if err := rdb.Ping(r.Context()).Err(); err != nil {
@@ -40,7 +41,7 @@ func Handler(rdb redis.UniversalClient) http.Handler {
 		}
 		h := fnv.New64a()
 		h.Write(body)
-		key := "loadtest:bare:" + strconv.FormatUint(h.Sum64(), 16)
+		key := prefix + "loadtest:bare:" + strconv.FormatUint(h.Sum64(), 16)
 		v, err := SetIfAbsent.Run(r.Context(), rdb, []string{key}, "x", 300000).Text()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -1,10 +1,14 @@
 package testenv
 
 import (
+	"context"
 	"database/sql"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/dev/proc"
 )
@@ -50,5 +54,40 @@ func TestNothingOutlivesTheTest(t *testing.T) {
 	}
 	if err := db.QueryRow("SELECT COUNT(*) FROM mysql.user WHERE user = ?", user).Scan(&n); err != nil || n != 0 {
 		t.Errorf("account %s outlived its test (%d, %v)", user, n, err)
+	}
+}
+
+// A test's Redis keys (RedisPrefix) go when it ends, also those without a
+// TTL; another run's keys, under another prefix, stay.
+func TestNoRedisKeyOutlivesTheTest(t *testing.T) {
+	url := RedisURL(t)
+	other := RedisPrefix(t) // another run's, still live
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, other+"k", "v", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var prefix string
+	t.Run("a test", func(t *testing.T) {
+		prefix = RedisPrefix(t)
+		for i := range 1500 { // more than one SCAN page
+			if err := c.Set(ctx, prefix+strconv.Itoa(i), "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if n, err := CountRedisKeys(url, prefix); err != nil || n != 0 {
+		t.Errorf("%d keys under %s outlived their test (%v)", n, prefix, err)
+	}
+	if n, err := c.Exists(ctx, other+"k").Result(); err != nil || n != 1 {
+		t.Errorf("another prefix's key was deleted (%d, %v)", n, err)
+	}
+	if _, err := DeleteRedisKeys(url, "idemgate-test:*"); err == nil {
+		t.Error("a pattern was accepted as a prefix")
 	}
 }

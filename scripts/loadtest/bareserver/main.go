@@ -1,6 +1,6 @@
 // Command bareserver serves the load test's bare handler (one EVALSHA per
 // request) in a process of its own, started like a function instance:
-// FC_SERVER_PORT and REDIS_URL from the environment, listening on loopback.
+// FC_SERVER_PORT, REDIS_URL and REDIS_KEY_PREFIX from the environment, listening on loopback.
 // The load test builds it with the function's flags and spawns as many as it
 // spawns instances, so that both pay for the same process boundaries.
 package main
@@ -23,7 +23,7 @@ func main() {
 		os.Exit(2)
 	}
 	srv := &http.Server{Addr: net.JoinHostPort("127.0.0.1", os.Getenv("FC_SERVER_PORT")),
-		Handler: bare.Handler(rdb), ReadHeaderTimeout: 5 * time.Second}
+		Handler: bare.Handler(rdb, os.Getenv("REDIS_KEY_PREFIX")), ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintln(os.Stderr, "bareserver:", srv.ListenAndServe())
 	os.Exit(1)
 }
