@@ -76,13 +76,13 @@ func (w *world) genLibrary() {
 	w.model.scripts[key] = pickScript(w.rng.IntN(10))
 	for i := range 2 + w.rng.IntN(2) {
 		w.addActor(&actor{name: fmt.Sprintf("lib%d", i), kind: kindLib, startAt: time.Duration(w.rng.IntN(3)) * w.grace,
-			run: func(a *actor) { w.runLibrary(a, key) }})
+			run: func(a *actor) { w.runLibrary(a, key, -1) }})
 	}
 }
 
-// runLibrary is one library call: Do with an empty owner and an unknown
-// try, its function one model call.
-func (w *world) runLibrary(a *actor, key string) {
+// runLibrary is one library call: Do with an empty owner and try (-1:
+// unknown), its function one model call.
+func (w *world) runLibrary(a *actor, key string, try int) {
 	st := &storeW{a: a, s: w.be.store}
 	opts := []idempotency.Option{idempotency.WithLease(w.lease), idempotency.WithMaxAttempts(maxAttempts),
 		idempotency.WithLogger(w.log), idempotency.WithFastTimeout(5 * time.Second), idempotency.WithFastBackoff(0)}
@@ -92,7 +92,7 @@ func (w *world) runLibrary(a *actor, key string) {
 	}
 	a.engine = idempotency.New(st, opts...)
 	m := &modelW{a: a, m: w.model}
-	out, err := a.engine.Do(context.Background(), idempotency.ClaimRequest{Key: key, PayloadHash: "lib", Owner: "", Try: -1},
+	out, err := a.engine.Do(context.Background(), idempotency.ClaimRequest{Key: key, PayloadHash: "lib", Owner: "", Try: try},
 		func(ctx context.Context, l *idempotency.Lease) (string, error) {
 			resp, err := m.Complete(ctx, llm.Request{Key: key, Prompt: "library " + key})
 			return "lib:" + resp.Text, err

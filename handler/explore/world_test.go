@@ -123,11 +123,12 @@ type world struct {
 	libKeys   []string // keys of the library callers (feature library)
 	nonce     string
 	tenant    string
-	pairs     []string       // K → spec name, for the trace
-	lives     map[string]int // K → lives begun (a FIRST claim after a purge begins another)
-	lv        livesWorld     // lives_test.go: purged keys, tombstones, refused notify URLs
-
-	retries map[string]retryable // K → its retryable failure (clock_test.go)
+	pairs     []string             // K → spec name, for the trace
+	lives     map[string]int       // K → lives begun (a FIRST claim after a purge begins another)
+	lv        livesWorld           // lives_test.go: purged keys, tombstones, refused notify URLs
+	copyMarks map[string]int       // K → the try a copy's claim raised its lease's to (windows_test.go)
+	backoffs  map[string]*backoff  // K → the back-off of its last retryable failure (windows_test.go)
+	retries   map[string]retryable // K → its retryable failure (clock_test.go)
 }
 
 // newWorld generates seed's world on be.
