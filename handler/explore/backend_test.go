@@ -196,7 +196,7 @@ func warpRedis(rdb redis.UniversalClient, w *world, d time.Duration) error {
 	for _, s := range w.specs {
 		ks = append(ks, redisfast.Key(s.k.Key))
 	}
-	for _, k := range w.libKeys {
+	for _, k := range append(w.libKeys, w.storedRedisKeys()...) {
 		ks = append(ks, redisfast.Key(k))
 	}
 	return warpScript.Run(context.Background(), rdb, ks, d.Milliseconds()).Err()

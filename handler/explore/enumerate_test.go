@@ -27,7 +27,7 @@ var (
 // is not one: its holder stops past its finish lease by the stores' clock,
 // but the engine checks the lease on the process's own clock
 // (Finisher.Hold), which the world does not move.
-const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count"
+const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count,replayed-finish-redis"
 
 // scenario is one small world: setup brings the key to the state the
 // window opens from (run to its end, in order); actors then race.

@@ -124,6 +124,7 @@ type world struct {
 	tenant    string
 	pairs     []string       // K → spec name, for the trace
 	lives     map[string]int // K → lives begun (a FIRST claim after a purge begins another)
+	stored    storedKeys     // keys seeded with stored state (feature stored)
 }
 
 // newWorld generates seed's world on be.
@@ -276,6 +277,9 @@ func (w *world) genActors() {
 			w.addTry(d, 0, time.Duration(w.rng.IntN(int(until/time.Minute)))*time.Minute)
 		}
 	}
+	if w.feat["stored"] {
+		w.genStored()
+	}
 	if w.feat["library"] {
 		w.genLibrary()
 	}
@@ -364,6 +368,7 @@ func (w *world) runTry(a *actor) {
 	if a.d.go1 { // the go1 runtime API carries no retry count: the SDK reports 0
 		meta = go1.Meta(fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: a.d.reqID}))
 	}
+	failed := w.finishFailed(a.d.spec.k.Key) // before the try: a duplicate may read it before a failure
 	rep := p.Handle(context.Background(), a.d.body, meta)
 	o := w.answer(a, rep.Body)
 	if a.timedOut || a.d.resolved {
@@ -376,8 +381,11 @@ func (w *world) runTry(a *actor) {
 		a.d.resolved, a.d.acked = true, true
 		if o.Status == string(driver.StatusRunning) {
 			w.checkHeld(a, o.IdempotencyKey)
+			w.checkOwnLeaseAcked(a, o.IdempotencyKey)
 		}
-		w.checkFinishFailedAcked(a, o.IdempotencyKey)
+		if (failed || w.stored.overFailure[a]) && o.Status != string(driver.StatusRunning) { // (in progress: another owner's lease carries it, checkHeld)
+			w.checkFinishFailedAcked(a, o.IdempotencyKey)
+		}
 		return
 	}
 	w.retryOrDLQ(a)
@@ -432,6 +440,7 @@ func (w *world) noteOutcome(a *actor, o handler.Outcome) {
 		w.successes[o.IdempotencyKey] = append(w.successes[o.IdempotencyKey], o.ResultRef)
 		w.checkAnswerPayload(a, o)
 	}
+	w.checkStoredAnswer(a, o)
 }
 
 // pipeline builds the process's own pipeline: its engine and every outside
