@@ -28,7 +28,8 @@ var (
 // at once, and the holder that already held it notifies too.
 const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count,claim-reported-failed," +
 	"slow-finish-holder,slow-sweeper-finish,slow-publish-copy-retry," + // clock_test.go
-	"copy-retry-waits,copy-then-finish,replaced-finish-holder,ownerless-tries" // windows_test.go
+	"copy-retry-waits,copy-then-finish,replaced-finish-holder,ownerless-tries," + // windows_test.go
+	"replayed-finish-redis" // stored_test.go
 
 // scenario is one small world: setup brings the key to the state the
 // window opens from (run to its end, in order); actors then race.

@@ -58,6 +58,9 @@ func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r dri
 		} else if err == nil {
 			s.w().noteCopy(s.a, req, r)
 		}
+		if err == nil {
+			s.w().claimAnswered(s.a, r.Record.LeaseOwner)
+		}
 		return err
 	})
 	return r, err
@@ -240,6 +243,9 @@ var fastErr = fmt.Errorf("%w: redis: i/o timeout", errInjected)
 func (f *fastW) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (ans driver.FastAnswer, err error) {
 	err = call(f.a, "redis.Claim "+key, fastErr, func() error {
 		ans, err = f.f.Claim(ctx, key, owner, try, ph, lease)
+		if err == nil {
+			f.a.w.claimAnswered(f.a, ans.Record.LeaseOwner)
+		}
 		if err == nil && ans.Verdict == driver.FastRepeatOther {
 			f.a.fastOther[key] = true
 		}
