@@ -186,6 +186,57 @@ func TestReviewFailedResetLeavesAFenceTheStoreNeverReached(t *testing.T) {
 	})
 }
 
+// lostResetAnswer is a store whose Reset commits and then loses its answer
+// (the connection drops before the reply).
+type lostResetAnswer struct {
+	driver.Maintainer
+}
+
+func (l lostResetAnswer) Reset(ctx context.Context, key string, rp driver.Replay) (driver.Record, driver.Record, error) {
+	if _, _, err := l.Maintainer.Reset(ctx, key, rp); err != nil {
+		return driver.Record{}, driver.Record{}, err
+	}
+	return driver.Record{}, driver.Record{}, errDropped
+}
+
+// A replay of a failed finish whose reset committed but reported failure
+// (its answer lost) leaves the finish reopened in the store; the FINAL
+// answer Redis mirrored from it must go too, or every delivery within
+// DEDUP_TTL_SECONDS is answered the failure the store no longer holds and
+// dead-lettered (found by the explorer's stored feature, seed 14 on
+// bolt+redis).
+func TestAReopenedFinishWhoseResetAnswerWasLostIsNotAnsweredFinalByRedis(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		ctx := context.Background()
+		fast := newFast(t)
+		rg := newRigOn(t, store, dir, &model{}, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(5*time.Second))
+		n := &refusingNotifier{}
+		rg.p.Notify = n
+		data := summarizeData(fmt.Sprintf("a lost reset answer %d", time.Now().UnixNano()))
+		t.Cleanup(func() { _ = fast.Forget(context.Background(), derive(t, data).Key) })
+		body := taskBody("ev-1", data, "https://hook.test/x")
+		for _, id := range []string{"r1", "r2"} { // the failure, then a duplicate that mirrors it in Redis
+			if o := outcome(t, rg.p.Handle(ctx, body, handler.Meta{RequestID: id})); o.ErrorType != "notify_rejected" {
+				t.Fatalf("delivery %s: %+v", id, o)
+			}
+		}
+		n.accept.Store(true)
+		broken := *rg.p
+		broken.Engine = idempotency.New(lostResetAnswer{store}, idempotency.WithFastLayer(fast), idempotency.WithFastTimeout(5*time.Second))
+		if _, err := broken.ReplayKey(ctx, derive(t, data).Key, handler.ReplayRequest{Reason: "receiver fixed", Operator: "op"},
+			handler.Meta{RetryCount: -1}); err == nil {
+			t.Fatal("the replay did not fail")
+		}
+		if rec, err := store.Get(ctx, derive(t, data).Key); err != nil || rec.Finish != driver.FinishPending {
+			t.Fatalf("the store after the reset: %+v %v, want the finish reopened", rec, err)
+		}
+		r := rg.p.Handle(ctx, body, handler.Meta{RequestID: "r3"})
+		if o := outcome(t, r); o.ErrorType == "notify_rejected" {
+			t.Fatalf("a delivery after the reopened finish: %d %s (the store's finish is pending)", r.Status, r.Body)
+		}
+	})
+}
+
 // newFast is the Redis fast layer on the test Redis, under a key prefix of
 // the test's own.
 func newFast(t *testing.T) driver.FastLayer {

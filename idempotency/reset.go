@@ -25,19 +25,21 @@ import (
 // record Reset read, and the fast layer gets the reset record again: the
 // first entry may have expired or been dropped (its write failed) while a
 // late publish landed. A reset the store refused or failed drops the entry,
-// which would otherwise hold a fence the store never reached.
+// which would otherwise hold a fence the store never reached, or the FINAL
+// answer of a failed finish the store may have reopened (its commit's
+// answer lost).
 func (e *Engine) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
 	m, ok := e.store.(driver.Maintainer)
 	if !ok {
 		return prior, after, fmt.Errorf("reset %s: %w: the store keeps no audit (it is not a driver.Maintainer)",
 			key, driver.ErrInvalid)
 	}
-	fenced, err := e.fenceAhead(ctx, key, &rp)
+	changes, err := e.fenceAhead(ctx, key, &rp)
 	if err != nil {
 		return prior, after, err
 	}
 	if prior, after, err = m.Reset(ctx, key, rp); err != nil {
-		if fenced {
+		if changes {
 			e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, key) })
 		}
 		return prior, after, storeErr("reset", err)
@@ -56,7 +58,8 @@ func (e *Engine) Reset(ctx context.Context, key string, rp driver.Replay) (prior
 
 // fenceAhead reads key and, if the reset will move its fence, mirrors the
 // reset record in the fast layer first; rp then expects the fence it read.
-func (e *Engine) fenceAhead(ctx context.Context, key string, rp *driver.Replay) (fenced bool, err error) {
+// changes: the reset will change the record (its fence, or a failed finish).
+func (e *Engine) fenceAhead(ctx context.Context, key string, rp *driver.Replay) (changes bool, err error) {
 	rec, err := e.store.Get(ctx, key)
 	switch {
 	case errors.Is(err, driver.ErrNotFound): // nothing to fence; the audit row records the replay
@@ -73,7 +76,7 @@ func (e *Engine) fenceAhead(ctx context.Context, key string, rp *driver.Replay) 
 		e.republish(ctx, next)
 	}
 	rp.ExpectFence = rec.Fence
-	return kind == driver.ResetRecord, nil
+	return kind != driver.ResetNothing, nil
 }
 
 // republish mirrors rec in the fast layer as the store holds it (or is about

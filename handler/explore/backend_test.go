@@ -200,7 +200,7 @@ func warpRedis(rdb redis.UniversalClient, fast *redisfast.Layer, w *world, d tim
 	for _, s := range w.specs {
 		ks = append(ks, fast.Key(s.k.Key))
 	}
-	for _, k := range w.libKeys {
+	for _, k := range append(w.libKeys, w.storedRedisKeys()...) {
 		ks = append(ks, fast.Key(k))
 	}
 	return warpScript.Run(context.Background(), rdb, ks, d.Milliseconds()).Err()

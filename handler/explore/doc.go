@@ -22,7 +22,8 @@
 //
 // The world's features (FC's retry back-off, late double submits, library
 // callers, the purge, object expiry, copies, the go1 runtime, …) are named
-// in features_test.go and picked with `-world`; TestEnumerate runs every
+// in features_test.go and picked with `-world` (stored state written by an
+// earlier version or a hand edit: stored_test.go); TestEnumerate runs every
 // order of small scenarios' calls (`-enum`).
 //
 // Run it with `go test ./handler/explore` (a few seeds per store

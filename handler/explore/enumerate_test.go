@@ -27,7 +27,9 @@ var (
 // (clock_test.go) is not one: FC's retry of a copy takes a live finish over
 // at once, and the holder that already held it notifies too.
 const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count,claim-reported-failed," +
-	"slow-finish-holder,slow-sweeper-finish,slow-publish-copy-retry"
+	"slow-finish-holder,slow-sweeper-finish,slow-publish-copy-retry," + // clock_test.go
+	"copy-retry-waits,copy-then-finish,replaced-finish-holder,ownerless-tries," + // windows_test.go
+	"replayed-finish-redis" // stored_test.go
 
 // scenario is one small world: setup brings the key to the state the
 // window opens from (run to its end, in order); actors then race.
@@ -35,6 +37,7 @@ type scenario struct {
 	name   string
 	about  string
 	stores string // the configurations it runs on
+	depth  int    // decisions enumerated per run, when fewer than enumDepth's (0: enumDepth's)
 	setup  func(w *world) []*actor
 	actors func(w *world) []*actor
 }
@@ -194,6 +197,10 @@ func runOrder(t *testing.T, be *backend, sc scenario, nonce string, c *chooser, 
 	}
 	w.tracef("setup done")
 	actors := sc.actors(w)
+	maxDepth := enumDepth()
+	if sc.depth > 0 {
+		maxDepth = min(maxDepth, sc.depth)
+	}
 	for depth := 0; ; {
 		var runnable []*actor
 		for _, a := range actors {
@@ -205,7 +212,7 @@ func runOrder(t *testing.T, be *backend, sc scenario, nonce string, c *chooser, 
 			break
 		}
 		i := 0
-		if len(runnable) > 1 && depth < enumDepth() {
+		if len(runnable) > 1 && depth < maxDepth {
 			i = c.choose(len(runnable))
 			depth++
 		}

@@ -37,10 +37,11 @@ var features = map[string]string{
 	"cache":       "every process keeps a local cache of terminal answers (WithLocalCache)",
 	"evict":       "Redis evicts a key's entry before its TTL (memory pressure)",
 	"acked":       "check that every delivery answered HTTP 200 has its work done or dead-lettered",
+	"stored":      "keys with stored state the world never writes: no payload hash, a malformed tombstone, a FAILED finish without a code or under a stale Redis entry (stored_test.go)",
 }
 
 // defaultWorld is what CI explores: every feature whose findings are fixed.
-const defaultWorld = "delay,late,library,purge,cache,evict,expiry,notifyfinal,go1,norc,copies,resend,acked"
+const defaultWorld = "delay,late,library,purge,cache,evict,expiry,notifyfinal,go1,norc,copies,resend,acked,stored"
 
 var flagWorld = flag.String("world", defaultWorld, "the world's features, comma-separated, or all (see features in features_test.go)")
 
@@ -76,13 +77,13 @@ func (w *world) genLibrary() {
 	w.model.scripts[key] = pickScript(w.rng.IntN(10))
 	for i := range 2 + w.rng.IntN(2) {
 		w.addActor(&actor{name: fmt.Sprintf("lib%d", i), kind: kindLib, startAt: time.Duration(w.rng.IntN(3)) * w.grace,
-			run: func(a *actor) { w.runLibrary(a, key) }})
+			run: func(a *actor) { w.runLibrary(a, key, -1) }})
 	}
 }
 
-// runLibrary is one library call: Do with an empty owner and an unknown
-// try, its function one model call.
-func (w *world) runLibrary(a *actor, key string) {
+// runLibrary is one library call: Do with an empty owner and try (-1:
+// unknown), its function one model call.
+func (w *world) runLibrary(a *actor, key string, try int) {
 	st := &storeW{a: a, s: w.be.store}
 	opts := []idempotency.Option{idempotency.WithLease(w.lease), idempotency.WithMaxAttempts(maxAttempts),
 		idempotency.WithLogger(w.log), idempotency.WithFastTimeout(5 * time.Second), idempotency.WithFastBackoff(0)}
@@ -92,7 +93,7 @@ func (w *world) runLibrary(a *actor, key string) {
 	}
 	a.engine = idempotency.New(st, opts...)
 	m := &modelW{a: a, m: w.model}
-	out, err := a.engine.Do(context.Background(), idempotency.ClaimRequest{Key: key, PayloadHash: "lib", Owner: "", Try: -1},
+	out, err := a.engine.Do(context.Background(), idempotency.ClaimRequest{Key: key, PayloadHash: "lib", Owner: "", Try: try},
 		func(ctx context.Context, l *idempotency.Lease) (string, error) {
 			resp, err := m.Complete(ctx, llm.Request{Key: key, Prompt: "library " + key})
 			return "lib:" + resp.Text, err
@@ -274,8 +275,36 @@ func (w *world) records() map[string]driver.Record {
 	return out
 }
 
+// checkOwnLeaseAcked: a delivery is never acknowledged "in progress" on its
+// own request's live lease (a copy of its try, or a retry without a later
+// retry count): that lease's try may be dead, and it answers retry_later
+// (docs/design.md §14, item 5). The lease is the one its claim was answered
+// with (by the store or Redis), not the one the store holds by now.
+func (w *world) checkOwnLeaseAcked(a *actor, key string) {
+	if owner, ok := w.stored.claimOwner[a]; ok && owner == a.d.reqID {
+		w.violate("%s: acknowledged (HTTP 200) in progress on its own request's live lease of %s", a.name, key)
+	}
+}
+
+// claimAnswered notes the lease owner a's claim was last answered with.
+func (w *world) claimAnswered(a *actor, owner string) {
+	if w.stored.claimOwner == nil {
+		w.stored.claimOwner = map[*actor]string{}
+	}
+	w.stored.claimOwner[a] = owner
+}
+
+// finishFailed: key's finish failed FINAL, as the store holds it now.
+func (w *world) finishFailed(key string) bool {
+	rec, err := w.be.store.Get(context.Background(), key)
+	return err == nil && rec.FailedFinish()
+}
+
 // checkFinishFailedAcked: a finish that failed FINAL reaches the dead-letter
-// queue: no delivery of its key is acknowledged (docs/design.md §14).
+// queue: no delivery of its key that began after the failure was recorded,
+// or was answered by Redis after it, is acknowledged (docs/design.md §14).
+// One that began before may have read the record before it and been
+// answered from the finish another holder held.
 func (w *world) checkFinishFailedAcked(a *actor, key string) {
 	rec, err := w.be.store.Get(context.Background(), key)
 	if err == nil && rec.Status == driver.StatusSucceeded && rec.Finish == driver.FinishFailed {

@@ -35,10 +35,11 @@ func (w *world) claimed(a *actor, key string, fence int64, first bool) {
 			w.model.base[key], w.resets[key], w.successes[key], w.posts[key] = w.model.calls[key], 0, nil, nil
 		}
 	}
-	if h := w.holders[key]; h.live(w.now) && h.a != a && !laterTry(a, h.a) {
+	if h := w.holders[key]; h.live(w.now) && h.a != a && !w.fcRetry(a, h.a, key) {
 		w.violate("%s: granted %s at fence %d while %s holds its live lease (fence %d, %s left)", a.name, key, fence,
 			h.a.name, h.fence, h.until-w.now)
 	}
+	w.newLease(a, key, first) // windows_test.go
 	w.holders[key] = &holder{a: a, fence: fence, until: w.now + w.lease}
 }
 

@@ -123,11 +123,13 @@ type world struct {
 	libKeys   []string // keys of the library callers (feature library)
 	nonce     string
 	tenant    string
-	pairs     []string       // K → spec name, for the trace
-	lives     map[string]int // K → lives begun (a FIRST claim after a purge begins another)
-	lv        livesWorld     // lives_test.go: purged keys, tombstones, refused notify URLs
-
-	retries map[string]retryable // K → its retryable failure (clock_test.go)
+	pairs     []string             // K → spec name, for the trace
+	lives     map[string]int       // K → lives begun (a FIRST claim after a purge begins another)
+	lv        livesWorld           // lives_test.go: purged keys, tombstones, refused notify URLs
+	copyMarks map[string]int       // K → the try a copy's claim raised its lease's to (windows_test.go)
+	backoffs  map[string]*backoff  // K → the back-off of its last retryable failure (windows_test.go)
+	retries   map[string]retryable // K → its retryable failure (clock_test.go)
+	stored    storedKeys           // keys seeded with stored state (feature stored)
 }
 
 // newWorld generates seed's world on be.
@@ -282,6 +284,9 @@ func (w *world) genActors() {
 			w.addTry(d, 0, time.Duration(w.rng.IntN(int(until/time.Minute)))*time.Minute)
 		}
 	}
+	if w.feat["stored"] {
+		w.genStored()
+	}
 	if w.feat["library"] {
 		w.genLibrary()
 	}
@@ -373,6 +378,7 @@ func (w *world) runTry(a *actor) {
 	if a.d.go1 { // the go1 runtime API carries no retry count: the SDK reports 0
 		meta = go1.Meta(fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: a.d.reqID}))
 	}
+	failed := w.finishFailed(a.d.spec.k.Key) // before the try: a duplicate may read it before a failure
 	ctx, cancel := w.invocation(a)
 	defer cancel()
 	rep := p.Handle(ctx, a.d.body, meta)
@@ -387,8 +393,11 @@ func (w *world) runTry(a *actor) {
 		a.d.resolved, a.d.acked = true, true
 		if o.Status == string(driver.StatusRunning) {
 			w.checkHeld(a, o.IdempotencyKey)
+			w.checkOwnLeaseAcked(a, o.IdempotencyKey)
 		}
-		w.checkFinishFailedAcked(a, o.IdempotencyKey)
+		if (failed || w.stored.overFailure[a]) && o.Status != string(driver.StatusRunning) { // (in progress: another owner's lease carries it, checkHeld)
+			w.checkFinishFailedAcked(a, o.IdempotencyKey)
+		}
 		return
 	}
 	w.retryOrDLQ(a)
@@ -444,6 +453,7 @@ func (w *world) noteOutcome(a *actor, o handler.Outcome) {
 		w.checkAnswerPayload(a, o)
 	}
 	w.checkLivesAnswer(a, o)
+	w.checkStoredAnswer(a, o)
 }
 
 // pipeline builds the process's own pipeline: its engine and every outside

@@ -55,6 +55,11 @@ func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r dri
 		if r, err = s.s.Claim(ctx, req); err == nil && r.Decision.Owned() {
 			s.w().checkBackoff(s.a, req, r)
 			s.w().claimed(s.a, req.Key, r.Record.Fence, r.Decision == driver.DecisionFirst)
+		} else if err == nil {
+			s.w().noteCopy(s.a, req, r)
+		}
+		if err == nil {
+			s.w().claimAnswered(s.a, r.Record.LeaseOwner)
 		}
 		return err
 	})
@@ -124,6 +129,7 @@ func (s *storeW) Finish(ctx context.Context, key, owner string, try int, fence i
 		if err == nil {
 			s.w().finished(s.a, key, f == nil)
 		}
+		s.w().checkFinishRefused(s.a, key, err)
 		return err
 	})
 }
@@ -138,10 +144,13 @@ func (s *storeW) Fail(ctx context.Context, key string, fence int64, f driver.Fai
 			s.w().checkAbandon(s.a, key)
 		}
 		s.w().checkFail(s.a, key, f)
-		at := s.w().clock()
+		at, sent := s.w().clock(), time.Now()
 		err := s.fenced("Fail", key, fence, func() error { return s.s.Fail(ctx, key, fence, f) })
 		if err == nil && !f.Final {
 			s.w().failedRetryable(key, fence, at)
+		}
+		if err == nil {
+			s.w().noteBackoff(s.a, key, f, sent)
 		}
 		return err
 	})
@@ -234,6 +243,9 @@ var fastErr = fmt.Errorf("%w: redis: i/o timeout", errInjected)
 func (f *fastW) Claim(ctx context.Context, key, owner string, try int, ph string, lease time.Duration) (ans driver.FastAnswer, err error) {
 	err = call(f.a, "redis.Claim "+key, fastErr, func() error {
 		ans, err = f.f.Claim(ctx, key, owner, try, ph, lease)
+		if err == nil {
+			f.a.w.claimAnswered(f.a, ans.Record.LeaseOwner)
+		}
 		if err == nil && ans.Verdict == driver.FastRepeatOther {
 			f.a.fastOther[key] = true
 		}
