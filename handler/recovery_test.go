@@ -909,18 +909,24 @@ func copysRetry(t *testing.T, store driver.Maintainer, dir string, redis bool) {
 	rg := newRigOn(t, store, dir, m, opts...)
 	srv := &customruntime.Server{Handle: rg.p.Handle, Log: rg.p.Log}
 	body := taskBody("ev-1", data, "")
-	invoke := func(try string) *httptest.ResponseRecorder {
+	invokeAs := func(id, try string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, "/invoke", bytes.NewReader(body))
-		r.Header.Set("x-fc-request-id", "r1")
+		r.Header.Set("x-fc-request-id", id)
 		r.Header.Set("x-fc-retry-count", try)
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, r)
 		return w
 	}
+	invoke := func(try string) *httptest.ResponseRecorder { return invokeAs("r1", try) }
 	first := make(chan *httptest.ResponseRecorder, 1)
 	go func() { first <- invoke("0") }()
 	for m.calls.Load() == 0 {
 		time.Sleep(5 * time.Millisecond)
+	}
+	if redis { // another request's delivery: the store answers it, and its answer confirms r1's entry in Redis
+		if w := invokeAs("r2", "0"); w.Code != http.StatusOK {
+			t.Fatalf("another request's delivery: HTTP %d %s, want 200 in progress", w.Code, w.Body)
+		}
 	}
 	if w := invoke("0"); w.Code != http.StatusNotFound { // the copy
 		t.Fatalf("the copy: HTTP %d %s, want 404 retry_later", w.Code, w.Body)

@@ -23,12 +23,11 @@ var (
 	flagEnumDepth = flag.Int("enum-depth", 0, "decisions per run of TestEnumerate (orders past it run in a fixed order; default 10, or 6 without -seeds)")
 )
 
-// defaultEnum: the scenarios whose findings are fixed. copy-retry-takes-finish
-// (clock_test.go) is not one: FC's retry of a copy takes a live finish over
-// at once, and the holder that already held it notifies too.
+// defaultEnum: the scenarios TestEnumerate runs by default (all of them:
+// every finding is fixed).
 const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count,claim-reported-failed," +
-	"slow-finish-holder,slow-sweeper-finish,slow-publish-copy-retry," + // clock_test.go
-	"copy-retry-waits,copy-then-finish,replaced-finish-holder,ownerless-tries," + // windows_test.go
+	"slow-finish-holder,slow-sweeper-finish,slow-publish-copy-retry,copy-retry-takes-finish," + // clock_test.go
+	"copy-retry-waits,copy-then-finish,replaced-finish-holder,ownerless-tries,copy-retry-finish-takeover," + // windows_test.go
 	"replayed-finish-redis" // stored_test.go
 
 // scenario is one small world: setup brings the key to the state the
