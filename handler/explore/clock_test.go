@@ -22,7 +22,7 @@ import (
 const retryBackoff = time.Second
 
 // clock is the processes' clock: real time, moved by every jump.
-func (w *world) clock() time.Time { return time.Now().Add(w.now) }
+func (w *world) clock() time.Time { return time.Now().Add(time.Duration(w.shift.Load())) }
 
 // clockOptions are the engine options every process of the world gets.
 func (w *world) clockOptions() []idempotency.Option {

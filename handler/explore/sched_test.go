@@ -273,6 +273,7 @@ func (w *world) advance(d time.Duration) {
 		w.t.Fatalf("seed %d: warp: %v", w.seed, err)
 	}
 	w.now += d
+	w.shift.Store(int64(w.now)) // w.now for the processes' clocks, which goroutines of theirs read (KeepAlive)
 	w.expire()
 	if !w.draining && w.sweeps < maxSweeps && w.rng.IntN(2) == 0 { // the timer fired meanwhile
 		w.addSweep()

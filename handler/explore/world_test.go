@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,6 +131,7 @@ type world struct {
 	backoffs  map[string]*backoff  // K → the back-off of its last retryable failure (windows_test.go)
 	retries   map[string]retryable // K → its retryable failure (clock_test.go)
 	stored    storedKeys           // keys seeded with stored state (feature stored)
+	shift     atomic.Int64         // w.now, for the processes' clocks (clock_test.go)
 }
 
 // newWorld generates seed's world on be.

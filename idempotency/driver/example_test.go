@@ -93,7 +93,7 @@ func (s *memStore) Complete(_ context.Context, key string, fence int64, c driver
 		r.Status, r.ResultRef, r.LeaseUntil, r.LastErrorCode, r.LastError = driver.StatusSucceeded, c.ResultRef, time.Time{}, "", ""
 		r.Finish = driver.FinishNone
 		if c.FinishLease > 0 {
-			r.Finish, r.LeaseUntil, r.LeaseTry = driver.FinishPending, now.Add(c.FinishLease), c.Try
+			r.Finish, r.LeaseUntil, r.LeaseTry = driver.FinishPending, now.Add(c.FinishLease), max(r.LeaseTry, c.Try) // a copy's mark stays
 		}
 	})
 }
@@ -123,6 +123,10 @@ func (s *memStore) ClaimFinish(_ context.Context, req driver.FinishRequest) (dri
 		if rec.Finish == driver.FinishPending && rec.LeaseUntil.After(now) {
 			res.LeaseLeft = rec.LeaseUntil.Sub(now)
 		}
+		if driver.CopyOfFinish(rec, req, now) { // marks its try, the fence stays
+			rec.LeaseTry = req.Try + 1
+			s.save(rec)
+		}
 		return res, nil
 	}
 	rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, req.Try, now.Add(req.Lease)
@@ -132,12 +136,12 @@ func (s *memStore) ClaimFinish(_ context.Context, req driver.FinishRequest) (dri
 	return res, nil
 }
 
-func (s *memStore) Finish(_ context.Context, key, owner string, try int, fence int64, f *driver.Failure) error {
+func (s *memStore) Finish(_ context.Context, key, owner string, _ int, fence int64, f *driver.Failure) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.load(key)
 	if !ok || rec.Status != driver.StatusSucceeded || rec.Finish != driver.FinishPending ||
-		rec.LeaseOwner != owner || rec.LeaseTry != try || rec.Fence != fence {
+		rec.LeaseOwner != owner || rec.Fence != fence {
 		return driver.ErrLeaseLost
 	}
 	now := time.Now()
