@@ -145,6 +145,23 @@ func init() {
 			actors: func(w *world) []*actor {
 				holder, retry := w.copyMarkedActors()
 				return []*actor{holder, retry, w.clockActor(w.lease / 2)}
+			}},
+		scenario{name: "copy-mark-after-takeover", stores: "bolt,mysql",
+			about: "FC delivers a try twice; the copy meets the live lease (retry_later, the mark) and FC retries it; the " +
+				"holder stops before its Complete past its lease, a late copy of its try takes the key over as the holder's " +
+				"own, and the first copy's retry races with it (the mark must outlive that takeover: driver.TakeoverTry)",
+			setup: func(w *world) []*actor {
+				s := w.spec(scriptOK, true)
+				holder := w.tryActor(w.newDelivery(s, "fc-a"), 0)
+				w.runTo(holder, "store.Complete "+s.k.Key)
+				w.runToEnd(w.tryActor(w.newDelivery(s, "fc-a"), 0))
+				w.advance(w.lease + time.Second)
+				return nil
+			},
+			actors: func(w *world) []*actor {
+				holder, retry := w.copyMarkedActors()
+				late := w.tryActor(w.newDelivery(w.specs[0], "fc-a"), 0)
+				return []*actor{holder, late, retry}
 			}})
 }
 

@@ -126,6 +126,11 @@ func (w *world) noteCopy(a *actor, req driver.ClaimRequest, r driver.ClaimResult
 	}
 }
 
+// sameRequest: a and b are tries of one FC request (one lease owner).
+func sameRequest(a, b *actor) bool {
+	return a.kind == kindTry && b.kind == kindTry && a.d.reqID == b.d.reqID
+}
+
 // fcRetry: a's takeover of h's live lease is FC's later try of h's
 // delivery (laterTry), and the store was not told that a's try is a copy's.
 func (w *world) fcRetry(a, h *actor, key string) bool {
@@ -178,7 +183,9 @@ const backoffMargin = 5 * time.Millisecond
 // submit, a caller without an owner or the sweeper (docs/design.md §6,
 // issue 20 case 8). A replay's reset clears the back-off.
 func (w *world) newLease(a *actor, key string, first bool) {
-	delete(w.copyMarks, key) // a new lease: no copy of its try yet
+	if h := w.holders[key]; first || h == nil || !sameRequest(a, h.a) {
+		delete(w.copyMarks, key) // another request's lease: no copy of its try yet
+	} // the same request's takeover keeps a copy's mark (driver.TakeoverTry): FC may still retry that copy
 	b := w.backoffs[key]
 	delete(w.backoffs, key)
 	if b == nil || first || w.resets[key] != b.resets {

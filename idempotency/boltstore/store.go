@@ -282,7 +282,7 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 			}
 			return nil
 		}
-		rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, req.Try, now.Add(req.Lease)
+		rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, driver.TakeoverTry(rec, req.Owner, req.Try), now.Add(req.Lease)
 		rec.Fence++
 		res.Record, res.LeaseLeft = rec, req.Lease
 		return put(b, rec)

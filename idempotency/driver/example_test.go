@@ -129,7 +129,7 @@ func (s *memStore) ClaimFinish(_ context.Context, req driver.FinishRequest) (dri
 		}
 		return res, nil
 	}
-	rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, req.Try, now.Add(req.Lease)
+	rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, driver.TakeoverTry(rec, req.Owner, req.Try), now.Add(req.Lease)
 	rec.Fence++
 	s.save(rec)
 	res.Record, res.LeaseLeft = rec, req.Lease

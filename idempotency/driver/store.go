@@ -148,8 +148,9 @@ const (
 	// ActMarkTry: a copy of the live holder's known try (same owner, try not
 	// later) is answered retry_later; the lease's try becomes the copy's
 	// try + 1 (nothing else changes), so FC's retry of the copy, which
-	// carries that count, waits for the lease like the copy did. The
-	// holder's Complete sets its own try back (Completion.Try).
+	// carries that count, waits for the lease like the copy did. The mark
+	// outlives the holder's Complete (Completion.Try) and a takeover by the
+	// same owner ([TakeoverTry]): FC's retry of the copy may still come.
 	ActMarkTry
 )
 
@@ -269,6 +270,19 @@ func CopyOfFinish(rec Record, req FinishRequest, now time.Time) bool {
 		copyOfTry(rec, req.Owner, req.Try)
 }
 
+// TakeoverTry is the lease's try after owner, at try, takes rec's lease:
+// try, or — when owner held it already (its expired lease, a copy of its
+// try) — the greater of try and the lease's, so that a copy's mark
+// (ActMarkTry, CopyOfFinish) survives: FC's retry of that copy is then not
+// taken for the new holder's later try, which takes a live lease over at
+// once (a second run or notify beside the new holder).
+func TakeoverTry(rec Record, owner string, try int) int {
+	if owner != "" && rec.LeaseOwner == owner {
+		return max(rec.LeaseTry, try)
+	}
+	return try
+}
+
 // Leased reports whether rec holds a lease that [Store.Renew] extends: a
 // RUNNING task's, or a SUCCEEDED record's pending finish.
 func Leased(rec Record) bool {
@@ -288,7 +302,7 @@ func Apply(rec *Record, act Action, req ClaimRequest, now time.Time) {
 		if act == ActTakeover {
 			rec.Attempt++
 		}
-		rec.LeaseOwner, rec.LeaseTry = req.Owner, req.Try
+		rec.LeaseOwner, rec.LeaseTry = req.Owner, TakeoverTry(*rec, req.Owner, req.Try)
 		rec.LeaseUntil = now.Add(req.Lease)
 		rec.SweepAfter, rec.RetryAfter = time.Time{}, time.Time{}
 		rec.UpdatedAt = now

@@ -147,3 +147,28 @@ func TestDecideFinish(t *testing.T) {
 		})
 	}
 }
+
+func TestTakeoverTry(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		owner     string
+		leaseTry  int
+		try, want int
+	}{
+		{"the same request keeps a copy's mark", "r1", 1, 0, 1},
+		{"the same request's later try", "r1", 1, 2, 2},
+		{"the same request without a retry count keeps the mark", "r1", 1, -1, 1},
+		{"another request's try", "r2", 3, 0, 0},
+		{"an empty owner is nobody's", "", 3, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := Record{LeaseOwner: "r1", LeaseTry: c.leaseTry}
+			if c.owner == "" {
+				rec.LeaseOwner = ""
+			}
+			if got := TakeoverTry(rec, c.owner, c.try); got != c.want {
+				t.Fatalf("TakeoverTry = %d, want %d", got, c.want)
+			}
+		})
+	}
+}

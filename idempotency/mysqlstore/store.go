@@ -409,11 +409,16 @@ func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.
 // record read, to tell in progress from nothing pending.
 func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driver.ClaimResult, error) {
 	// The new fence comes back as the statement's LAST_INSERT_ID.
-	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET lease_owner = ?, lease_try = ?,
+	// lease_try (driver.TakeoverTry) reads the previous owner: it comes
+	// before lease_owner, for SET assigns left to right on MySQL and by
+	// default on MariaDB (and at once under SIMULTANEOUS_ASSIGNMENT).
+	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET
+ lease_try = IF(? <> '' AND lease_owner = ?, GREATEST(lease_try, ?), ?), lease_owner = ?,
  lease_until = NOW(3) + INTERVAL ? MICROSECOND, fence = LAST_INSERT_ID(fence + 1)
  WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING'
  AND (lease_until <= NOW(3) OR (? <> '' AND lease_owner = ? AND ? >= 0 AND ? > lease_try))`,
-		req.Owner, req.Try, req.Lease.Microseconds(), req.Key, req.Owner, req.Owner, req.Try, req.Try)
+		req.Owner, req.Owner, req.Try, req.Try, req.Owner, req.Lease.Microseconds(), req.Key,
+		req.Owner, req.Owner, req.Try, req.Try)
 	if err != nil {
 		return driver.ClaimResult{}, mapErr(err)
 	}
