@@ -237,6 +237,34 @@ func TestAReopenedFinishWhoseResetAnswerWasLostIsNotAnsweredFinalByRedis(t *test
 	})
 }
 
+// The same on one instance with the local cache: the duplicate that read the
+// failed finish cached it, and the replay's lost answer must drop it there
+// too, or the instance answers the reopened finish FINAL for the cache's TTL.
+func TestAReopenedFinishWhoseResetAnswerWasLostIsNotAnsweredFinalByTheCache(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		ctx := context.Background()
+		rg := newRigOn(t, lostResetAnswer{store}, dir, &model{}, idempotency.WithLocalCache(64, time.Minute))
+		n := &refusingNotifier{}
+		rg.p.Notify = n
+		data := summarizeData(fmt.Sprintf("a lost reset answer, cached %d", time.Now().UnixNano()))
+		body := taskBody("ev-1", data, "https://hook.test/x")
+		for _, id := range []string{"r1", "r2"} { // the failure, then a duplicate that caches it
+			if o := outcome(t, rg.p.Handle(ctx, body, handler.Meta{RequestID: id})); o.ErrorType != "notify_rejected" {
+				t.Fatalf("delivery %s: %+v", id, o)
+			}
+		}
+		n.accept.Store(true)
+		if _, err := rg.p.ReplayKey(ctx, derive(t, data).Key, handler.ReplayRequest{Reason: "receiver fixed", Operator: "op"},
+			handler.Meta{RetryCount: -1}); err == nil {
+			t.Fatal("the replay did not fail")
+		}
+		r := rg.p.Handle(ctx, body, handler.Meta{RequestID: "r3"})
+		if o := outcome(t, r); o.ErrorType == "notify_rejected" {
+			t.Fatalf("a delivery after the reopened finish: %d %s (the store's finish is pending)", r.Status, r.Body)
+		}
+	})
+}
+
 // newFast is the Redis fast layer on the test Redis, under a key prefix of
 // the test's own.
 func newFast(t *testing.T) driver.FastLayer {

@@ -40,7 +40,7 @@ func (e *Engine) Reset(ctx context.Context, key string, rp driver.Replay) (prior
 	}
 	if prior, after, err = m.Reset(ctx, key, rp); err != nil {
 		if changes {
-			e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, key) })
+			e.forgetNow(ctx, key)
 		}
 		return prior, after, storeErr("reset", err)
 	}
@@ -50,10 +50,21 @@ func (e *Engine) Reset(ctx context.Context, key string, rp driver.Replay) (prior
 	if prior.FailedFinish() && !after.FailedFinish() {
 		// The fast layer and the cache may hold the failed finish, which
 		// they would answer FINAL after the replay completed it.
-		e.cache.forget(key)
-		e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, key) })
+		e.forgetNow(ctx, key)
 	}
 	return prior, after, nil
+}
+
+// forgetNow drops key from the cache and the fast layer, trying the fast
+// layer whatever its back-off says: an entry left there would answer a state
+// the store may no longer hold (a failed finish the reset reopened).
+func (e *Engine) forgetNow(ctx context.Context, key string) {
+	e.cache.forget(key)
+	if e.fast == nil {
+		return
+	}
+	e.fastDownUntil.Store(0)
+	e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, key) })
 }
 
 // fenceAhead reads key and, if the reset will move its fence, mirrors the
@@ -89,7 +100,6 @@ func (e *Engine) republish(ctx context.Context, rec driver.Record) {
 		return
 	}
 	if !e.fastDo(ctx, "republish", func(c context.Context) error { return e.fast.Publish(c, rec, 0) }) {
-		e.fastDownUntil.Store(0) // one more try now, whatever the back-off says
-		e.fastDo(ctx, "forget", func(c context.Context) error { return e.fast.Forget(c, rec.Key) })
+		e.forgetNow(ctx, rec.Key) // one more try now, whatever the back-off says
 	}
 }

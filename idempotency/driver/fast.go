@@ -13,7 +13,11 @@ type FastLayer interface {
 	// try follows ClaimRequest.Try.
 	Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (FastAnswer, error)
 	// Publish mirrors a committed record, compare-and-set on its fence: an
-	// entry with a higher fence, or a terminal one with the same fence, stays.
+	// entry with a higher fence, a terminal one with the same fence, and
+	// another owner's unconfirmed registration at the same fence against a
+	// RUNNING rec (older news than the registration, whose claimant's Store
+	// answer comes at a higher fence) stay; the idemtest suite checks all three
+	// (FastLatePublishOverRegistration).
 	Publish(ctx context.Context, rec Record, leaseLeft time.Duration) error
 	// Release drops owner's claim when the Store never confirmed it.
 	Release(ctx context.Context, key, owner string) error

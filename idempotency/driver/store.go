@@ -219,8 +219,9 @@ func sameOwnerRetry(rec Record, owner string, try int, now time.Time) bool {
 	return owner != "" && rec.LeaseOwner == owner && (laterTry(rec, owner, try) || !now.Before(rec.LeaseUntil))
 }
 
-// copyOfTry: owner is the live holder and try a known try no later than the
-// lease's, not yet marked past (ActMarkTry).
+// copyOfTry: owner is the live holder and try a known try not yet marked
+// past (ActMarkTry). Callers rule a later try out first (sameOwnerRetry), so
+// it holds for the lease's own try only.
 func copyOfTry(rec Record, owner string, try int) bool {
 	return owner != "" && rec.LeaseOwner == owner && try >= 0 && try >= rec.LeaseTry
 }
@@ -260,8 +261,9 @@ func DecideFinish(rec Record, req FinishRequest, now time.Time) Decision {
 }
 
 // CopyOfFinish: a finish claim that meets the holder's live finish with a
-// known try no later than the lease's — a copy of the holder's try, or
-// FC's retry of such a copy — is answered in progress and marks its try
+// known try equal to the lease's (a later one takes it over: DecideFinish) —
+// a copy of the holder's try, or FC's retry of such a copy after the mark —
+// is answered in progress and marks its try
 // (lease_try = try + 1, fence unchanged), so that FC's next retry of the
 // copy is not taken for the holder's own later try and does not take the
 // live finish over (a second notify beside the holder's).

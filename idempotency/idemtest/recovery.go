@@ -3,6 +3,7 @@ package idemtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -240,50 +241,55 @@ func finishCopy(t *testing.T, h Harness) {
 }
 
 // copyMarkOutlivesTakeover (issue 20, found by review): a copy of the
-// holder's try marks its try past; the holder's lease then runs out and a
-// copy of the same try takes it over as the holder's own. The mark stays
-// (driver.TakeoverTry), so FC's retry of the first copy waits for the new
-// holder instead of taking its live lease over (a second run or notify).
+// holder's try marks its try past; the holder's lease then runs out and is
+// taken over. By a copy of the same try (the holder's own request) the mark
+// stays (driver.TakeoverTry), so FC's retry of the first copy waits for the
+// new holder instead of taking its live lease over (a second run or
+// notify). By another request, the count is the new holder's own: its
+// later try takes its lease over at once.
 func copyMarkOutlivesTakeover(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	ctx := context.Background()
 	for _, during := range []string{"run", "finish"} {
-		t.Run("copy during the "+during, func(t *testing.T) {
-			key := NewKey()
-			r := short(req(key, "a"))
-			r.Try, r.FinishAfter = 0, true
-			_, l := claim(t, e, r)
-			c := req(key, "a")
-			c.Try, c.FinishAfter = 0, true
-			var take func(try int) (idempotency.Decision, bool)
-			if during == "run" {
-				take = func(try int) (idempotency.Decision, bool) {
-					c.Try = try
-					res, cl := claim(t, e, c)
-					return res.Decision, cl != nil
+		for _, next := range []string{"a", "b"} {
+			t.Run(fmt.Sprintf("copy during the %s, taken over by %s", during, next), func(t *testing.T) {
+				key := NewKey()
+				r := short(req(key, "a"))
+				r.Try, r.FinishAfter = 0, true
+				_, l := claim(t, e, r)
+				if during == "finish" {
+					if err := l.Complete(ctx, "ref"); err != nil {
+						t.Fatal(err)
+					}
 				}
-			} else {
-				if err := l.Complete(ctx, "ref"); err != nil {
-					t.Fatal(err)
-				}
-				take = func(try int) (idempotency.Decision, bool) {
-					res, g, err := e.ClaimFinish(ctx, key, "a", try)
+				take := func(owner string, try int) (idempotency.Decision, bool) {
+					if during == "run" {
+						c := req(key, owner)
+						c.Try, c.FinishAfter = try, true
+						res, cl := claim(t, e, c)
+						return res.Decision, cl != nil
+					}
+					res, g, err := e.ClaimFinish(ctx, key, owner, try)
 					if err != nil {
-						t.Fatalf("claim finish at try %d: %v", try, err)
+						t.Fatalf("claim finish by %s at try %d: %v", owner, try, err)
 					}
 					return res.Decision, g != nil
 				}
-			}
-			if d, owned := take(0); owned {
-				t.Fatalf("the copy took the live holder's lease: %s", d)
-			}
-			time.Sleep(shortLease + 150*time.Millisecond)
-			if d, owned := take(0); !owned {
-				t.Fatalf("a copy of the holder's try after its lease ran out: %s, want it owned", d)
-			}
-			if d, owned := take(1); owned {
-				t.Fatalf("FC's retry of the first copy took the new holder's live lease over: %s", d)
-			}
-		})
+				if d, owned := take("a", 0); owned {
+					t.Fatalf("the copy took the live holder's lease: %s", d)
+				}
+				time.Sleep(shortLease + 150*time.Millisecond)
+				if d, owned := take(next, 0); !owned {
+					t.Fatalf("%s at try 0 after the holder's lease ran out: %s, want it owned", next, d)
+				}
+				d, owned := take(next, 1)
+				switch {
+				case next == "a" && owned:
+					t.Fatalf("FC's retry of the first copy took the new holder's live lease over: %s", d)
+				case next == "b" && !owned:
+					t.Fatalf("the new holder's own later try waited for its lease (%s): another request's mark was kept", d)
+				}
+			})
+		}
 	}
 }

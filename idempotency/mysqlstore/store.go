@@ -429,6 +429,8 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 		if err != nil {
 			return driver.ClaimResult{}, mapErr(err)
 		}
+		// LeaseTry is the request's: the row may hold a copy's mark above it
+		// (driver.TakeoverTry), which nothing reads back from the answer.
 		return driver.ClaimResult{Decision: driver.DecisionTakeover, LeaseLeft: req.Lease, Source: "mysql",
 			Record: driver.Record{Key: req.Key, Status: driver.StatusSucceeded, Finish: driver.FinishPending,
 				Fence: fence, LeaseOwner: req.Owner, LeaseTry: req.Try}}, nil
@@ -459,7 +461,7 @@ func (s *Store) markFinishTry(ctx context.Context, req driver.FinishRequest, fen
  WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND fence = ? AND lease_owner = ?`,
 		req.Try+1, req.Key, fence, req.Owner)
 	if err != nil {
-		return fmt.Errorf("claim finish: mark try: %w", mapErr(err))
+		return fmt.Errorf("mark a copy's try: %w", mapErr(err))
 	}
 	return nil
 }

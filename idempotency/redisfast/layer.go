@@ -26,7 +26,7 @@ const MaxTTL = 300 * time.Second
 // Entry fields: st status, ow lease owner, ph payload hash, lu lease until (ms,
 // Redis clock), fe fence, at attempt, rr result_ref, ec/em last error, tr the
 // owner's try, uc 1 while the owner's claim is registered here but not yet
-// confirmed by the Store (set by a claim, cleared by a publish).
+// confirmed by the Store (set by a claim, cleared by a publish that lands).
 // The claim script answers an explicit verdict string, never nil.
 var claimScript = newScript(`
 -- Redis before 5.0 refuses a write after TIME unless the script replicates
@@ -74,8 +74,9 @@ return {'STALE'}
 `)
 
 // publishScript mirrors a committed record. It refuses to go back: an entry
-// with a higher fence, a terminal entry at the same fence, or a failed entry
-// against a RUNNING of the same fence, stays.
+// with a higher fence, a terminal entry at the same fence, a failed entry
+// against a RUNNING of the same fence, or another owner's unconfirmed
+// registration against a RUNNING of the same fence, stays.
 var publishScript = newScript(`
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -132,9 +133,10 @@ type Option func(*Layer)
 
 // WithKeyPrefix starts every key of the layer with p (REDIS_KEY_PREFIX), so
 // that deployments or test runs sharing one Redis database keep apart and
-// each can find and delete its own keys (SCAN MATCH p*). p must not hold a
-// brace: the hash tag {K} must stay the key's first, so that Cluster keeps
-// the whole key on K's slot.
+// each can find and delete its own keys (SCAN MATCH p*). p holds at most
+// MaxKeyPrefix of A-Z a-z 0-9 : . _ - (as REDIS_KEY_PREFIX): no brace, for the
+// hash tag {K} must stay the key's first so that Cluster keeps the whole key
+// on K's slot, and no glob character, which would make p* match other keys.
 func WithKeyPrefix(p string) Option { return func(l *Layer) { l.prefix = p } }
 
 // MaxKeyPrefix is the longest key prefix accepted.
@@ -151,13 +153,26 @@ func New(rdb redis.UniversalClient, ttl time.Duration, opts ...Option) (*Layer, 
 	for _, o := range opts {
 		o(l)
 	}
-	if strings.ContainsAny(l.prefix, "{}") || len(l.prefix) > MaxKeyPrefix {
-		return nil, fmt.Errorf("redisfast: key prefix %q: want at most %d bytes and no brace", l.prefix, MaxKeyPrefix)
+	if !validPrefix(l.prefix) {
+		return nil, fmt.Errorf("redisfast: key prefix %q: want at most %d of A-Z a-z 0-9 : . _ -", l.prefix, MaxKeyPrefix)
 	}
 	if ap, err := rdb.AsyncAutoPipeline(); err == nil {
 		l.ap = ap
 	}
 	return l, nil
+}
+
+// validPrefix: p is a WithKeyPrefix prefix.
+func validPrefix(p string) bool {
+	if len(p) > MaxKeyPrefix {
+		return false
+	}
+	for _, c := range []byte(p) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(":._-", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // Key is the Redis key of K without a prefix, hash-tagged so that Cluster

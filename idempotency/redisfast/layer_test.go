@@ -57,9 +57,10 @@ func TestTTLBound(t *testing.T) {
 }
 
 // A prefix goes before the hash tag, which stays the key's first brace
-// (Cluster hashes {K} alone); a prefix with a brace would move it.
+// (Cluster hashes {K} alone); a prefix with a brace would move it, and one
+// with a glob character would make SCAN MATCH prefix* find other keys.
 func TestKeyPrefix(t *testing.T) {
-	for _, p := range []string{"a{b", "}", strings.Repeat("p", redisfast.MaxKeyPrefix+1)} {
+	for _, p := range []string{"a{b", "}", "a*", "a?", "a[b]", `a\b`, "a b", strings.Repeat("p", redisfast.MaxKeyPrefix+1)} {
 		if _, err := redisfast.New(nil, time.Second, redisfast.WithKeyPrefix(p)); err == nil {
 			t.Errorf("prefix %q accepted", p)
 		}

@@ -43,7 +43,7 @@ type Options struct {
 	MySQLDSN string
 	RedisURL string // "": the instances run on MySQL alone
 	// RedisKeyPrefix is the instances' REDIS_KEY_PREFIX ("": a prefix of
-	// the run's own); the run deletes its keys under it at the end.
+	// the run's own); the run deletes its planned keys under it at the end.
 	RedisKeyPrefix string
 	Seed           uint64 // 0: from the clock
 	Keep           bool
