@@ -41,6 +41,7 @@ func (w *world) claimed(a *actor, key string, fence int64, first bool) {
 	}
 	w.newLease(a, key, first) // windows_test.go
 	w.holders[key] = &holder{a: a, fence: fence, until: w.now + w.lease}
+	w.leaseOwner[key] = a
 }
 
 // laterTry: a is FC's later try of h's delivery. FC sent it because it
@@ -76,6 +77,10 @@ func (w *world) claimedFinish(a *actor, key string) {
 		w.violate("%s: took the finish of %s while %s holds it live (%s left)", a.name, key, h.a.name, h.until-w.now)
 	}
 	w.finishers[key] = &holder{a: a, until: w.now + w.lease}
+	if o := w.leaseOwner[key]; o == nil || !sameRequest(a, o) {
+		delete(w.copyMarks, key) // the record names another owner now: its try count starts again
+	}
+	w.leaseOwner[key] = a
 }
 
 // finished: a recorded key's finish ended (done, or failed for good).

@@ -183,9 +183,9 @@ const backoffMargin = 5 * time.Millisecond
 // submit, a caller without an owner or the sweeper (docs/design.md §6,
 // issue 20 case 8). A replay's reset clears the back-off.
 func (w *world) newLease(a *actor, key string, first bool) {
-	if h := w.holders[key]; first || h == nil || !sameRequest(a, h.a) {
+	if o := w.leaseOwner[key]; first || o == nil || !sameRequest(a, o) {
 		delete(w.copyMarks, key) // another request's lease: no copy of its try yet
-	} // the same request's takeover keeps a copy's mark (driver.TakeoverTry): FC may still retry that copy
+	} // the same request's takeover keeps a copy's mark (driver.TakeoverTry), past a Fail too: FC may still retry that copy
 	b := w.backoffs[key]
 	delete(w.backoffs, key)
 	if b == nil || first || w.resets[key] != b.resets {

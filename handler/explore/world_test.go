@@ -118,20 +118,24 @@ type world struct {
 	objectTTL time.Duration      // objects expire this long after their write (feature expiry)
 	tombAge   time.Duration      // a tombstone's age when the purge deletes it
 	holders   map[string]*holder // K → its lease's holder
-	finishers map[string]*holder // K → its finish's holder
-	posts     map[string][]*post // K → every notification POST
-	objects   *objectLog
-	libKeys   []string // keys of the library callers (feature library)
-	nonce     string
-	tenant    string
-	pairs     []string             // K → spec name, for the trace
-	lives     map[string]int       // K → lives begun (a FIRST claim after a purge begins another)
-	lv        livesWorld           // lives_test.go: purged keys, tombstones, refused notify URLs
-	copyMarks map[string]int       // K → the try a copy's claim raised its lease's to (windows_test.go)
-	backoffs  map[string]*backoff  // K → the back-off of its last retryable failure (windows_test.go)
-	retries   map[string]retryable // K → its retryable failure (clock_test.go)
-	stored    storedKeys           // keys seeded with stored state (feature stored)
-	shift     atomic.Int64         // w.now, for the processes' clocks (clock_test.go)
+	// leaseOwner: K → the actor its record names as lease owner (the last
+	// granted its lease or finish), kept past a Complete or Fail, which
+	// keep the record's owner and try (windows_test.go's newLease)
+	leaseOwner map[string]*actor
+	finishers  map[string]*holder // K → its finish's holder
+	posts      map[string][]*post // K → every notification POST
+	objects    *objectLog
+	libKeys    []string // keys of the library callers (feature library)
+	nonce      string
+	tenant     string
+	pairs      []string             // K → spec name, for the trace
+	lives      map[string]int       // K → lives begun (a FIRST claim after a purge begins another)
+	lv         livesWorld           // lives_test.go: purged keys, tombstones, refused notify URLs
+	copyMarks  map[string]int       // K → the try a copy's claim raised its lease's to (windows_test.go)
+	backoffs   map[string]*backoff  // K → the back-off of its last retryable failure (windows_test.go)
+	retries    map[string]retryable // K → its retryable failure (clock_test.go)
+	stored     storedKeys           // keys seeded with stored state (feature stored)
+	shift      atomic.Int64         // w.now, for the processes' clocks (clock_test.go)
 }
 
 // newWorld generates seed's world on be.
@@ -152,7 +156,7 @@ func newBareWorld(t *testing.T, seed int64, be *backend, nonce string) *world {
 		sweepLimit: 1 + rng.IntN(2), fcTries: 1 + rng.IntN(3),
 		resets: map[string]int{}, successes: map[string][]string{}, parent: map[string]string{},
 		staleUntil: map[string]time.Duration{}, feat: worldFeatures(), maxClock: maxExplored, nonce: nonce, lives: map[string]int{},
-		holders: map[string]*holder{}, finishers: map[string]*holder{}, posts: map[string][]*post{},
+		holders: map[string]*holder{}, leaseOwner: map[string]*actor{}, finishers: map[string]*holder{}, posts: map[string][]*post{},
 		log: slog.New(slog.NewJSONHandler(io.Discard, nil)), names: strings.NewReplacer()}
 	w.objects = &objectLog{w: w, sums: map[string]string{}, at: map[string]time.Duration{}, gone: map[string]bool{},
 		goneIn: map[string]int{}}
