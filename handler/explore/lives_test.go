@@ -308,9 +308,7 @@ var livesScenarios = []scenario{
 	{name: "reuse-after-tombstone", stores: "bolt",
 		about: "A's tombstone went while its objects stayed; B reuses the key (and is refused foreign_objects)",
 		setup: func(w *world) []*actor {
-			a, _ := w.reuseSpecs()
-			w.lifeOf(a)
-			w.purgeAfter(w.retention + time.Second) // the tombstone goes
+			w.pastTombstone()
 			return nil
 		},
 		actors: func(w *world) []*actor {
@@ -319,9 +317,7 @@ var livesScenarios = []scenario{
 	{name: "sweep-after-tombstone", stores: "bolt",
 		about: "A's tombstone went while its objects stayed; B's delivery claims the key and dies before saving its input; the sweeper comes",
 		setup: func(w *world) []*actor {
-			a, _ := w.reuseSpecs()
-			w.lifeOf(a)
-			w.purgeAfter(w.retention + time.Second)
+			w.pastTombstone()
 			return nil
 		},
 		actors: func(w *world) []*actor {
@@ -335,9 +331,7 @@ var livesScenarios = []scenario{
 	{name: "outputs-of-a-previous-life", stores: "bolt",
 		about: "A's tombstone went with its input.json and approved object (a lifecycle rule per kind tag) while its attempt output stayed; B's first attempt fails at the model, FC retries",
 		setup: func(w *world) []*actor {
-			a, b := w.reuseSpecs()
-			w.lifeOf(a)
-			w.purgeAfter(w.retention + time.Second)
+			a, b := w.pastTombstone()
 			w.expireNow(inputKeyOf(a))
 			approved, _ := ossresult.ApprovedKey(a.k.Key)
 			w.expireNow(approved)
@@ -406,6 +400,15 @@ func (w *world) reuseSpecs() (a, b *keySpec) {
 func (w *world) lifeOf(s *keySpec) {
 	w.runToEnd(w.tryActor(w.newDelivery(s, "fc-a"), 0))
 	w.purgeAfter(w.retention + time.Second)
+}
+
+// pastTombstone adds reuseSpecs' A and B, runs A's life and purges past
+// its tombstone's age: the key is gone from the store, A's objects stay.
+func (w *world) pastTombstone() (a, b *keySpec) {
+	a, b = w.reuseSpecs()
+	w.lifeOf(a)
+	w.purgeAfter(w.retention + time.Second) // the tombstone goes
+	return a, b
 }
 
 // purgeAfter moves the clock by d and runs one purge.
