@@ -153,7 +153,7 @@ func New(rdb redis.UniversalClient, ttl time.Duration, opts ...Option) (*Layer, 
 	for _, o := range opts {
 		o(l)
 	}
-	if !validPrefix(l.prefix) {
+	if !ValidKeyPrefix(l.prefix) {
 		return nil, fmt.Errorf("redisfast: key prefix %q: want at most %d of A-Z a-z 0-9 : . _ -", l.prefix, MaxKeyPrefix)
 	}
 	if ap, err := rdb.AsyncAutoPipeline(); err == nil {
@@ -162,8 +162,10 @@ func New(rdb redis.UniversalClient, ttl time.Duration, opts ...Option) (*Layer, 
 	return l, nil
 }
 
-// validPrefix: p is a WithKeyPrefix prefix.
-func validPrefix(p string) bool {
+// ValidKeyPrefix reports whether WithKeyPrefix accepts p (REDIS_KEY_PREFIX is
+// checked by it too): no brace, for the hash tag {K} must stay the key's
+// first, and no glob character, so that SCAN MATCH p* finds only its keys.
+func ValidKeyPrefix(p string) bool {
 	if len(p) > MaxKeyPrefix {
 		return false
 	}

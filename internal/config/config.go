@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/handler/notify"
 	"github.com/idemgate/idemgate/idempotency/keys"
+	"github.com/idemgate/idemgate/idempotency/redisfast"
 )
 
 // Config is the whole environment of the function.
@@ -185,11 +185,6 @@ func ParseRetention(name, v string) (time.Duration, error) {
 	return d, nil
 }
 
-// keyPrefix is what REDIS_KEY_PREFIX may hold: no brace (the key's hash tag
-// must stay {K}, redisfast.WithKeyPrefix) and no SCAN pattern character, so
-// that `SCAN MATCH <prefix>*` finds exactly the deployment's keys.
-var keyPrefix = regexp.MustCompile(`^[A-Za-z0-9:._-]{0,64}$`)
-
 // Load reads the configuration through getenv (os.Getenv in main).
 func Load(getenv func(string) string) (Config, error) {
 	r := &reader{getenv: getenv}
@@ -325,8 +320,8 @@ func (r *reader) endpoints(c *Config) {
 			r.bad("REDIS_URL", "want redis://… or rediss://…")
 		}
 	}
-	if !keyPrefix.MatchString(c.RedisKeyPrefix) {
-		r.bad("REDIS_KEY_PREFIX", fmt.Sprintf("want at most 64 of A-Z a-z 0-9 : . _ -, got %q", c.RedisKeyPrefix))
+	if !redisfast.ValidKeyPrefix(c.RedisKeyPrefix) { // the layer's own rule, checked before anything starts
+		r.bad("REDIS_KEY_PREFIX", fmt.Sprintf("want at most %d of A-Z a-z 0-9 : . _ -, got %q", redisfast.MaxKeyPrefix, c.RedisKeyPrefix))
 	}
 	var err error
 	if c.NotifyAllowedHosts, err = notify.ParseAllowList(r.getenv("NOTIFY_ALLOWED_HOSTS")); err != nil {

@@ -264,6 +264,19 @@ var (
 	}
 )
 
+// applies returns the text of m's file if m applies to it: its old text
+// occurs there exactly once.
+func applies(root string, m mutant) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(root, m.file))
+	if err != nil {
+		return nil, err
+	}
+	if n := strings.Count(string(b), m.old); n != 1 {
+		return nil, fmt.Errorf("the old text occurs %d times in %s (want exactly 1)", n, m.file)
+	}
+	return b, nil
+}
+
 // run builds the explorer with m applied and runs it until its first
 // violation.
 func run(ctx context.Context, root, work string, m mutant, args []string) result {
@@ -274,12 +287,9 @@ func run(ctx context.Context, root, work string, m mutant, args []string) result
 		return r
 	}
 	src := filepath.Join(root, m.file)
-	b, err := os.ReadFile(src)
+	b, err := applies(root, m)
 	if err != nil {
 		return done("BROKEN", err.Error(), "")
-	}
-	if n := strings.Count(string(b), m.old); n != 1 {
-		return done("BROKEN", fmt.Sprintf("the old text occurs %d times in %s (want exactly 1)", n, m.file), "")
 	}
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return done("BROKEN", err.Error(), "")
