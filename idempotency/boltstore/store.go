@@ -262,7 +262,7 @@ func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.
 	})
 }
 
-// ClaimFinish takes over a pending finish (driver.DecideFinish).
+// ClaimFinish takes over a pending finish, or marks a copy's try (driver.ApplyFinish).
 func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driver.ClaimResult, error) {
 	var res driver.ClaimResult
 	err := s.update(ctx, func(b *bolt.Bucket) error {
@@ -270,21 +270,12 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 		if err != nil {
 			return err
 		}
-		now := s.now()
-		res = driver.ClaimResult{Decision: driver.DecideFinish(rec, req, now), Record: rec, Source: "embedded"}
-		if !res.Decision.Owned() {
-			if rec.Finish == driver.FinishPending && rec.LeaseUntil.After(now) {
-				res.LeaseLeft = rec.LeaseUntil.Sub(now)
-			}
-			if driver.CopyOfFinish(rec, req, now) {
-				rec.LeaseTry = req.Try + 1
-				return put(b, rec)
-			}
+		var write bool
+		res, write = driver.ApplyFinish(&rec, req, s.now())
+		res.Source = "embedded"
+		if !write {
 			return nil
 		}
-		rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, driver.TakeoverTry(rec, req.Owner, req.Try), now.Add(req.Lease)
-		rec.Fence++
-		res.Record, res.LeaseLeft = rec, req.Lease
 		return put(b, rec)
 	})
 	return res, err

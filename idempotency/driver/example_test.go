@@ -117,22 +117,11 @@ func (s *memStore) ClaimFinish(_ context.Context, req driver.FinishRequest) (dri
 	if !ok {
 		return driver.ClaimResult{}, driver.ErrNotFound
 	}
-	now := time.Now()
-	res := driver.ClaimResult{Decision: driver.DecideFinish(rec, req, now), Record: rec, Source: "memory"}
-	if !res.Decision.Owned() {
-		if rec.Finish == driver.FinishPending && rec.LeaseUntil.After(now) {
-			res.LeaseLeft = rec.LeaseUntil.Sub(now)
-		}
-		if driver.CopyOfFinish(rec, req, now) { // marks its try, the fence stays
-			rec.LeaseTry = req.Try + 1
-			s.save(rec)
-		}
-		return res, nil
+	res, write := driver.ApplyFinish(&rec, req, time.Now())
+	res.Source = "memory"
+	if write {
+		s.save(rec)
 	}
-	rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, driver.TakeoverTry(rec, req.Owner, req.Try), now.Add(req.Lease)
-	rec.Fence++
-	s.save(rec)
-	res.Record, res.LeaseLeft = rec, req.Lease
 	return res, nil
 }
 

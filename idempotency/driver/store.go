@@ -285,6 +285,30 @@ func TakeoverTry(rec Record, owner string, try int) int {
 	return try
 }
 
+// ApplyFinish decides a finish claim on rec ([DecideFinish]) and performs it
+// in memory, as stores that hold records in Go do; it is the reference for
+// the SQL of stores that cannot call it. An owned decision takes the finish
+// over (new owner and lease, [TakeoverTry], fence+1); a copy's claim marks
+// its try ([CopyOfFinish]). write: rec changed and must be stored. The
+// caller sets res.Source.
+func ApplyFinish(rec *Record, req FinishRequest, now time.Time) (res ClaimResult, write bool) {
+	res = ClaimResult{Decision: DecideFinish(*rec, req, now), Record: *rec}
+	if res.Decision.Owned() {
+		rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = req.Owner, TakeoverTry(*rec, req.Owner, req.Try), now.Add(req.Lease)
+		rec.Fence++
+		res.Record, res.LeaseLeft = *rec, req.Lease
+		return res, true
+	}
+	if rec.Finish == FinishPending && rec.LeaseUntil.After(now) {
+		res.LeaseLeft = rec.LeaseUntil.Sub(now)
+	}
+	if CopyOfFinish(*rec, req, now) { // the fence stays: the holder's writes still land
+		rec.LeaseTry = req.Try + 1
+		return res, true
+	}
+	return res, false
+}
+
 // Leased reports whether rec holds a lease that [Store.Renew] extends: a
 // RUNNING task's, or a SUCCEEDED record's pending finish.
 func Leased(rec Record) bool {

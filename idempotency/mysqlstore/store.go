@@ -405,7 +405,7 @@ func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.
 }
 
 // ClaimFinish takes over a pending finish in one conditional statement
-// (driver.DecideFinish in SQL); only when it matched nothing is the
+// (driver.ApplyFinish in SQL); only when it matched nothing is the
 // record read, to tell in progress from nothing pending.
 func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driver.ClaimResult, error) {
 	// The new fence comes back as the statement's LAST_INSERT_ID.
