@@ -2,6 +2,7 @@ package explore_test
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/idempotency"
@@ -162,7 +163,36 @@ func init() {
 				holder, retry := w.copyMarkedActors()
 				late := w.tryActor(w.newDelivery(w.specs[0], "fc-a"), 0)
 				return []*actor{holder, late, retry}
+			}},
+		scenario{name: "copy-mark-after-failure", stores: "bolt,mysql",
+			about: "FC delivers a try twice; the copy meets the live lease (retry_later, the mark) and so does FC's retry of " +
+				"it (marked a try further); the holder's model call fails retryably, and FC's retry of the holder races " +
+				"with the copy's second retry (the mark must outlive the failure: a store's Fail keeps lease_try)",
+			setup: func(w *world) []*actor {
+				s := w.spec(scriptFailFirst, false)
+				holder := w.tryActor(w.newDelivery(s, "fc-a"), 0)
+				w.runToPrefix(holder, "store.Fail ")
+				w.runToEnd(w.tryActor(w.newDelivery(s, "fc-a"), 0))
+				w.runToEnd(w.pendingTry("fc-a", 1))
+				w.runToEnd(holder)
+				w.advance(retryBackoff + time.Second) // past the failure's back-off
+				return nil
+			},
+			actors: func(w *world) []*actor {
+				return []*actor{w.pendingTry("fc-a", 1), w.pendingTry("fc-a", 2)}
 			}})
+}
+
+// pendingTry is FC's try of reqID that has not started (a retry the world
+// added), failing the scenario when there is none.
+func (w *world) pendingTry(reqID string, try int) *actor {
+	for _, a := range w.actors {
+		if a.kind == kindTry && a.d.reqID == reqID && a.try == try && a.state == pending {
+			return a
+		}
+	}
+	w.t.Fatalf("no pending try %d of %s", try, reqID)
+	return nil
 }
 
 // copyMarkedHolder runs fc-a's try to its Complete; a copy of it (FC
@@ -197,14 +227,23 @@ func (w *world) copyMarkedActors() (holder, retry *actor) {
 
 // runTo runs a until it stands at point.
 func (w *world) runTo(a *actor, point string) {
+	w.runUntil(a, point, func(p string) bool { return p == point })
+}
+
+// runToPrefix runs a until it stands at a point that starts with prefix.
+func (w *world) runToPrefix(a *actor, prefix string) {
+	w.runUntil(a, prefix, func(p string) bool { return strings.HasPrefix(p, prefix) })
+}
+
+func (w *world) runUntil(a *actor, what string, at func(point string) bool) {
 	if a.state == pending {
 		w.start(a)
 	}
-	for a.state == atYield && a.point != point {
+	for a.state == atYield && !at(a.point) {
 		w.resume(a, proceed)
 	}
 	if a.state != atYield {
-		w.t.Fatalf("%s ended before %s", a.name, point)
+		w.t.Fatalf("%s ended before %s", a.name, what)
 	}
 }
 

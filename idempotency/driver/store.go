@@ -25,6 +25,10 @@ type Store interface {
 	// holder is their only writer), guarded on fence and status RUNNING.
 	Checkpoint(ctx context.Context, key string, fence int64, steps map[string]string) error
 	Complete(ctx context.Context, key string, fence int64, c Completion) error
+	// Fail records f and ends the lease (lease_until), leaving lease_owner
+	// and lease_try: a copy's mark (ActMarkTry) must outlive the failure,
+	// or FC's next retry of the copy counts as the later try of whoever of
+	// the request takes the key over next, and takes that live lease over.
 	Fail(ctx context.Context, key string, fence int64, f Failure) error
 	// ClaimFinish takes over a SUCCEEDED record's pending finish as
 	// [DecideFinish] rules, on the store's clock. A takeover increments the

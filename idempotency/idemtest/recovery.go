@@ -293,3 +293,45 @@ func copyMarkOutlivesTakeover(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// copyMarkOutlivesFailure: a copy's mark (driver.ActMarkTry) outlives the
+// holder's retryable failure. Two copies of try 0 met the live lease (the
+// second at FC's try 1 of the copy: marked to 2); the holder fails, and its
+// own retry (try 1) takes the key over past the back-off. FC's next retry of
+// the copy (try 2) must then wait for that lease: a store whose Fail cleared
+// lease_try would count it the new holder's later try, a second run beside it.
+func copyMarkOutlivesFailure(t *testing.T, h Harness) {
+	const base = 100 * time.Millisecond
+	e := h.NewEngine(t, idempotency.WithRetryBackoff(base))
+	ctx := context.Background()
+	key := NewKey()
+	try := func(n int) (idempotency.Decision, *idempotency.Lease) {
+		r := req(key, "a")
+		r.Try = n
+		res, l := claim(t, e, r)
+		return res.Decision, l
+	}
+	_, holder := try(0)
+	if holder == nil {
+		t.Fatal("the first claim was not owned")
+	}
+	for _, n := range []int{0, 1} { // the copy, and FC's retry of it
+		if d, l := try(n); l != nil {
+			t.Fatalf("the copy at try %d took the live holder's lease: %s", n, d)
+		}
+	}
+	if _, err := holder.Fail(ctx, idempotency.Retryable("rate_limited", errors.New("429"))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(base + 100*time.Millisecond)
+	d, retry := try(1)
+	if retry == nil {
+		t.Fatalf("the holder's retry past the back-off: %s, want it owned", d)
+	}
+	if d, l := try(2); l != nil {
+		t.Fatalf("FC's second retry of the copy took the holder's retry's live lease over: %s", d)
+	}
+	if err := retry.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+}

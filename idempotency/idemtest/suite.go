@@ -70,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FinishHeldOnceThenClaimed", func(t *testing.T) { finishOnce(t, h) })
 	t.Run("FinishCopysRetriesNeverTakeItOver", func(t *testing.T) { finishCopy(t, h) })
 	t.Run("ACopysMarkOutlivesATakeover", func(t *testing.T) { copyMarkOutlivesTakeover(t, h) })
+	t.Run("ACopysMarkOutlivesARetryableFailure", func(t *testing.T) { copyMarkOutlivesFailure(t, h) })
 	t.Run("EmptyOwnerNeverTakesALiveLease", func(t *testing.T) { emptyOwner(t, h) })
 	t.Run("TryNotLaterNeverTakesItsOwnLiveLease", func(t *testing.T) { ownLeaseRetryLater(t, h) })
 	t.Run("ACopysRetryWaitsForTheLiveHolder", func(t *testing.T) { copysRetryWaits(t, h) })
