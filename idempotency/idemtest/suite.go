@@ -71,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FinishCopysRetriesNeverTakeItOver", func(t *testing.T) { finishCopy(t, h) })
 	t.Run("ACopysMarkOutlivesATakeover", func(t *testing.T) { copyMarkOutlivesTakeover(t, h) })
 	t.Run("ACopysMarkOutlivesARetryableFailure", func(t *testing.T) { copyMarkOutlivesFailure(t, h) })
+	t.Run("RenewOfAnEndedLeaseIsLost", func(t *testing.T) { renewEnded(t, h) })
 	t.Run("EmptyOwnerNeverTakesALiveLease", func(t *testing.T) { emptyOwner(t, h) })
 	t.Run("TryNotLaterNeverTakesItsOwnLiveLease", func(t *testing.T) { ownLeaseRetryLater(t, h) })
 	t.Run("ACopysRetryWaitsForTheLiveHolder", func(t *testing.T) { copysRetryWaits(t, h) })
@@ -267,6 +268,46 @@ func staleFence(t *testing.T, h Harness) {
 			if err := fresh.Complete(ctx, "fresh"); err != nil {
 				t.Fatalf("fresh complete: %v", err)
 			}
+		})
+	}
+}
+
+// renewEnded: a lease that its own holder ended (a complete with no finish
+// to hold, a failure) renews nothing: Renew answers ErrLeaseLost although the
+// fence is still the holder's (driver.Store: the record holds no lease), so a
+// holder that renews to check it still holds the key before a side effect
+// learns it does not.
+func renewEnded(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		end  func(l *idempotency.Lease) error
+	}{
+		{"completed", func(l *idempotency.Lease) error { return l.Complete(ctx, "done") }},
+		{"failed retryably", func(l *idempotency.Lease) error {
+			_, err := l.Fail(ctx, idempotency.Retryable("rate_limited", errors.New("429")))
+			return err
+		}},
+		{"failed for good", func(l *idempotency.Lease) error {
+			_, err := l.Fail(ctx, idempotency.Final("refused", errors.New("no")))
+			return err
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			key := NewKey()
+			_, l := claim(t, e, req(key, "a"))
+			if err := c.end(l); err != nil {
+				t.Fatal(err)
+			}
+			before := get(t, e, key)
+			if err := l.Renew(ctx); !errors.Is(err, idempotency.ErrLeaseLost) {
+				t.Fatalf("renew after the lease ended: %v, want ErrLeaseLost", err)
+			}
+			after := get(t, e, key)
+			want(t, "status", after.Status, before.Status)
+			want(t, "lease until", after.LeaseUntil.IsZero(), true)
 		})
 	}
 }

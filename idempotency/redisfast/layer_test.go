@@ -162,6 +162,19 @@ func TestClaimVerdicts(t *testing.T) {
 				LeaseOwner: "x", PayloadHash: "ph"}, time.Minute), "published"},
 			{"still succeeded", claim("b", "ph", time.Minute), driver.FastSucceeded},
 		}},
+		{"another terminal state at the same fence is older news", []step{
+			{"failed for good at 4", publish(driver.Record{Status: driver.StatusFailedFinal, Fence: 4, PayloadHash: "ph",
+				LastErrorCode: "notify_rejected"}, 0), "published"},
+			{"a duplicate's mirror of the success at 4 arrives late", publish(driver.Record{Status: driver.StatusSucceeded,
+				Fence: 4, PayloadHash: "ph"}, 0), "published"},
+			{"still failed", claim("b", "ph", time.Minute), driver.FastFailedFinal},
+		}},
+		{"a retryable failure at a terminal entry's fence is older news", []step{
+			{"succeeded at 5", publish(driver.Record{Status: driver.StatusSucceeded, Fence: 5, PayloadHash: "ph"}, 0), "published"},
+			{"failed retryably at 5, late", publish(driver.Record{Status: driver.StatusFailedRetryable, Fence: 5,
+				PayloadHash: "ph"}, 0), "published"},
+			{"still succeeded", claim("b", "ph", time.Minute), driver.FastSucceeded},
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
