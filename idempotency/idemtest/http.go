@@ -86,6 +86,9 @@ func newApp(t *testing.T, h Harness, engOpts ...idempotency.Option) *app {
 		a.runs.Add(1)
 		fmt.Fprint(w, "ok")
 	}), idemhttp.Optional()))
+	mux.Handle("/any", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %d", r.Method, a.runs.Add(1))
+	})))
 	a.srv = httptest.NewServer(mux)
 	t.Cleanup(a.srv.Close)
 	return a
@@ -107,7 +110,14 @@ type reply struct {
 // sends the rest as the field as it is.
 func (a *app) post(path, key, principal, contentType, body string) reply {
 	a.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+path, strings.NewReader(body))
+	return a.send(http.MethodPost, "POST "+path, path, key, principal, contentType, body)
+}
+
+// send is post with another method, to a route registered as route (the
+// mux pattern: the middleware's default route name).
+func (a *app) send(method, route, path, key, principal, contentType, body string) reply {
+	a.t.Helper()
+	req, _ := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -117,8 +127,7 @@ func (a *app) post(path, key, principal, contentType, body string) reply {
 		req.Header.Set(idemhttp.HeaderKey, key[4:])
 	case key != "":
 		req.Header.Set(idemhttp.HeaderKey, `"`+key+`"`)
-		route := "POST " + path
-		k, _ := keys.HTTPRequest(principal, http.MethodPost, route, key)
+		k, _ := keys.HTTPRequest(principal, method, route, key)
 		a.forget(k)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -258,6 +267,30 @@ var httpCases = []struct {
 		}
 		if r := a.post("/orders", httpKey(t), "nobody", "application/json", `{}`); r.status != 401 || r.problem.Type != idemhttp.TypeUnauthenticated {
 			t.Fatalf("no principal: %d %s", r.status, r.body)
+		}
+	}},
+	{"the key is scoped by the method", func(t *testing.T, a *app) {
+		k := httpKey(t)
+		x := a.send(http.MethodPost, "/any", "/any", k, "acme", "", "x")
+		y := a.send(http.MethodPut, "/any", "/any", k, "acme", "", "x")
+		if x.status != 200 || y.status != 200 || string(y.body) != "PUT 2" || y.header.Get(idemhttp.HeaderReplayed) != "" {
+			t.Fatalf("POST %d %q, then PUT %d %q", x.status, x.body, y.status, y.body)
+		}
+	}},
+	{"every unsafe method is keyed", func(t *testing.T, a *app) {
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if r := a.send(m, "/any", "/any", "", "acme", "", "x"); r.status != 400 || r.problem.Type != idemhttp.TypeKeyMissing {
+				t.Fatalf("%s without a key: %d %s", m, r.status, r.body)
+			}
+			k := httpKey(t)
+			first := a.send(m, "/any", "/any", k, "acme", "", "x")
+			again := a.send(m, "/any", "/any", k, "acme", "", "x")
+			if again.header.Get(idemhttp.HeaderReplayed) != "true" || string(again.body) != string(first.body) {
+				t.Fatalf("%s repeated: %d %q after %q", m, again.status, again.body, first.body)
+			}
+		}
+		if a.runs.Load() != 4 {
+			t.Fatalf("%d runs, want one per method", a.runs.Load())
 		}
 	}},
 	{"missing key on a required route is 400", func(t *testing.T, a *app) {
