@@ -290,6 +290,8 @@ func TestParseRejects(t *testing.T) {
 		{"numeric tenant_id", mkEvent(`{"tenant_id":42,"task_type":"summarize","operation":"summarize","input":{}}`, ""), TypeInvalidRequest, "tenant_id", KindSingle},
 		{"empty tenant_id", mkEvent(`{"tenant_id":"","task_type":"summarize","operation":"summarize","input":{}}`, ""), TypeInvalidRequest, "tenant_id", KindSingle},
 		{"padded tenant_id", mkEvent(`{"tenant_id":" acme","task_type":"summarize","operation":"summarize","input":{}}`, ""), TypeInvalidRequest, "tenant_id", KindSingle},
+		{"tenant_id padded with a Unicode space", mkEvent(`{"tenant_id":"acme\u3000","task_type":"summarize","operation":"summarize","input":{}}`, ""), TypeInvalidRequest, "tenant_id", KindSingle},
+		{"tenant_id padded with a no-break space", mkEvent("{\"tenant_id\":\"acme\u00a0\",\"task_type\":\"summarize\",\"operation\":\"summarize\",\"input\":{}}", ""), TypeInvalidRequest, "tenant_id", KindSingle},
 		{"missing task_type", mkEvent(`{"tenant_id":"acme","operation":"summarize","input":{}}`, ""), TypeInvalidRequest, "task_type", KindSingle},
 		{"missing operation", mkEvent(`{"tenant_id":"acme","task_type":"summarize","input":{}}`, ""), TypeInvalidRequest, "operation", KindSingle},
 		{"missing input", mkEvent(`{"tenant_id":"acme","task_type":"summarize","operation":"summarize"}`, ""), TypeInvalidRequest, "input", KindSingle},
@@ -655,6 +657,31 @@ func TestDestinationIntegerSpellings(t *testing.T) {
 		inv, err := Parse([]byte(body))
 		if err != nil || inv.Failure.ApproximateInvokeCount != 3 || inv.Failure.StatusCode != 3 {
 			t.Errorf("%s: %v %+v", n, err, inv)
+		}
+	}
+}
+
+// An event as an editor or a heredoc writes it — indented with tabs, a
+// newline before the body and inside the data — is the same event.
+func TestIndentedEventIsTheSameEvent(t *testing.T) {
+	compact := mkEvent(goodData, "")
+	want, err := Parse(compact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lead := range []string{"\n", "\t", "\r\n\t "} {
+		var b bytes.Buffer
+		if err := json.Indent(&b, compact, "", "\t"); err != nil {
+			t.Fatal(err)
+		}
+		body := append([]byte(lead), b.Bytes()...)
+		got, err := Parse(append(body, '\n'))
+		if err != nil || got.Kind != KindSingle {
+			t.Fatalf("indented after %q: %v, %v", lead, got, err)
+		}
+		g, w := got.Tasks[0], want.Tasks[0]
+		if g.TenantID != w.TenantID || g.EventID != w.EventID || g.TaskType != w.TaskType || jsonKind(g.Input) != '{' {
+			t.Fatalf("indented after %q: %+v, want %+v", lead, g, w)
 		}
 	}
 }

@@ -203,6 +203,8 @@ func TestCanonicalizeErrors(t *testing.T) {
 		{"huge exponent", `1e99999999999`, ErrNumber},
 		{"2^53+1", `9007199254740993`, ErrNumber},
 		{"20-digit integer", `12345678901234567890`, ErrNumber},
+		{"20-digit integer after a string ending in an escaped backslash", `{"a":"x\\","n":12345678901234567890}`, ErrNumber},
+		{"20-digit integer after an escaped quote", `["\"",12345678901234567890]`, ErrNumber},
 		{"2^63 in full", `9223372036854775808`, ErrNumber},
 		{"0.1 and a tail", `0.10000000000000000001`, ErrNumber},
 		{"0.1 as the double holds it", `0.1000000000000000055511151231257827021181583404541015625`, ErrNumber},

@@ -60,6 +60,7 @@ func TestFromPaths(t *testing.T) {
 		{"missing member", string(doc), []string{"data.nope"}, ErrNoSuchPath},
 		{"null value", string(doc), []string{"data.n"}, ErrNoSuchPath},
 		{"index out of range", string(doc), []string{"data.items.3.sku"}, ErrNoSuchPath},
+		{"negative index", string(doc), []string{"data.items.-1.sku"}, ErrNoSuchPath},
 		{"through a string", string(doc), []string{"data.order_id.x"}, ErrNoSuchPath},
 		{"not JSON", `{`, []string{"data"}, nil},
 	}

@@ -431,3 +431,21 @@ func TestLLMRequestRefusesInvalidUTF8(t *testing.T) {
 		}
 	}
 }
+
+// An input_version given as the one Derive derives is that one: the same
+// key and payload hash as when it is left out (design §4), so a producer
+// that starts sending it does not turn its redeliveries into mismatches.
+func TestDerivedInputVersionGivenIsTheDerivedOne(t *testing.T) {
+	f := Fields{TenantID: "acme", TaskType: "summarize", Operation: "summarize", Input: json.RawMessage(`{"b":2, "a":1}`)}
+	omitted := mustDerive(t, f)
+	f.InputVersion = omitted.InputVersion
+	given := mustDerive(t, f)
+	if given != omitted {
+		t.Fatalf("given the derived input_version: %+v, left out: %+v", given, omitted)
+	}
+	f.InputVersion = "v2"
+	other := mustDerive(t, f)
+	if other.Key == omitted.Key || other.PayloadHash == omitted.PayloadHash || other.LegacyPayloadHash == "" {
+		t.Fatalf("another input_version: %+v, derived: %+v", other, omitted)
+	}
+}

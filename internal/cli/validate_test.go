@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/customruntime"
 )
 
@@ -124,6 +126,37 @@ func TestEventOverTheBodyLimit(t *testing.T) {
 			out, stderr, code := cli("invoke", "--event", file)
 			if o := outcome(t, out); code != ExitFailed || o["errorType"] != want || o["retryable"] != false {
 				t.Errorf("invoke: exit %d, %v\n%s", code, o, stderr)
+			}
+		})
+	}
+}
+
+// validate's batch limit is Handle's: a batch of handler.MaxBatch events is
+// judged event by event, one more is refused whole.
+func TestValidateBatchAtTheLimit(t *testing.T) {
+	one, err := os.ReadFile(event("eventbridge-single.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n         int
+		errorType string
+		code      int
+	}{{handler.MaxBatch, "", ExitOK}, {handler.MaxBatch + 1, "batch_too_large", ExitFailed}} {
+		t.Run(strconv.Itoa(tc.n), func(t *testing.T) {
+			setEnv(t, "STATE_DIR="+t.TempDir())
+			file := filepath.Join(t.TempDir(), "batch.json")
+			batch := "[" + strings.TrimSuffix(strings.Repeat(string(one)+",", tc.n), ",") + "]"
+			if err := os.WriteFile(file, []byte(batch), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			stdout, stderr, code := cli("validate", "--event", file)
+			var v validation
+			if err := json.Unmarshal([]byte(stdout), &v); err != nil || code != tc.code || v.ErrorType != tc.errorType {
+				t.Fatalf("exit %d, %v %+v\n%s", code, err, v.ErrorType, stderr)
+			}
+			if want := map[bool]int{true: tc.n, false: 0}[tc.errorType == ""]; len(v.Events) != want {
+				t.Fatalf("%d events judged, want %d", len(v.Events), want)
 			}
 		})
 	}
