@@ -118,10 +118,9 @@ func init() {
 			return []*actor{w.clockActor(w.lease + w.grace + time.Second)}
 		},
 		actors: func(w *world) []*actor {
-			clock := w.clockActor(w.lease + w.grace + time.Second)
-			second := w.sweepActor()
-			second.name, second.after = "sweep2", clock
-			return []*actor{w.sweepActor(), clock, second}
+			first := w.sweepActor()
+			clock, second := w.sweepAfter(w.lease + w.grace + time.Second)
+			return []*actor{first, clock, second}
 		}},
 		scenario{name: "slow-publish-copy-retry", stores: "bolt",
 			about: "FC delivers a try twice; the copy meets the live lease (retry_later, the mark) and FC retries it; the " +
@@ -164,6 +163,30 @@ func init() {
 				late := w.tryActor(w.newDelivery(w.specs[0], "fc-a"), 0)
 				return []*actor{holder, late, retry}
 			}},
+		scenario{name: "sweeper-holds-late", stores: "bolt",
+			about: "the sweeper takes over a finish whose holder died after publishing and stands 3 minutes (under a third " +
+				"of the lease: no renewal) before its hold, then before its POST past the finish lease and the grace; another " +
+				"sweep takes the finish over (the hold bounds the POST from when the finish was taken, not from the hold)",
+			setup: func(w *world) []*actor {
+				s := w.spec(scriptOK, true)
+				w.crashAt(w.tryActor(w.newDelivery(s, "fc-dead"), 0), "fault after_publish")
+				w.advance(w.lease + w.grace + time.Second)
+				sweep := w.sweepActor()
+				w.runTo(sweep, "fault after_publish") // it holds the finish; its hold comes next
+				w.advance(3 * time.Minute)
+				w.runTo(sweep, "notify "+s.k.Key)
+				return nil
+			},
+			actors: func(w *world) []*actor {
+				var first *actor
+				for _, a := range w.actors {
+					if a.kind == kindSweep && a.state == atYield {
+						first = a
+					}
+				}
+				clock, second := w.sweepAfter(w.lease - 3*time.Minute + w.grace + 30*time.Second)
+				return []*actor{first, clock, second}
+			}},
 		scenario{name: "copy-mark-after-failure", stores: "bolt,mysql",
 			about: "FC delivers a try twice; the copy meets the live lease (retry_later, the mark) and so does FC's retry of " +
 				"it (marked a try further); the holder's model call fails retryably, and FC's retry of the holder races " +
@@ -181,6 +204,14 @@ func init() {
 			actors: func(w *world) []*actor {
 				return []*actor{w.pendingTry("fc-a", 1), w.pendingTry("fc-a", 2)}
 			}})
+}
+
+// sweepAfter is a clock moving by d and a second sweep ("sweep2") that
+// starts once it has.
+func (w *world) sweepAfter(d time.Duration) (clock, second *actor) {
+	clock, second = w.clockActor(d), w.sweepActor()
+	second.name, second.after = "sweep2", clock
+	return clock, second
 }
 
 // pendingTry is FC's try of reqID that has not started (a retry the world

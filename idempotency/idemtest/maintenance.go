@@ -260,8 +260,20 @@ func (f *maintFixture) resetOfSucceededReopensAFailedFinish(t *testing.T) {
 	if rec.Status != driver.StatusSucceeded || rec.ResultRef != "ref" || rec.Finish != driver.FinishPending {
 		t.Fatalf("after reset: %s %q finish %s", rec.Status, rec.ResultRef, rec.Finish)
 	}
-	if res, g, err := e.ClaimFinish(ctx, k, "replay", -1); err != nil || g == nil {
+	// The failure is over: a delivery now reads a pending finish, not the
+	// FINAL answer it read before (driver.Record.FailedFinish).
+	if rec.FailedFinish() || rec.LastErrorCode != "" || rec.LastError != "" {
+		t.Fatalf("after reset the finish still reads failed: code %q error %q", rec.LastErrorCode, rec.LastError)
+	}
+	res, g, err := e.ClaimFinish(ctx, k, "replay", -1)
+	if err != nil || g == nil {
 		t.Fatalf("the reopened finish is not claimable at once: %s %v", res.Decision, err)
+	}
+	if err := g.Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Do(ctx, req(k, "after"), neverRuns(t)); err != nil {
+		t.Fatalf("a delivery after the reopened finish was done: %v, want the success", err)
 	}
 }
 
