@@ -2,6 +2,7 @@ package explore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -178,12 +179,7 @@ func init() {
 				return nil
 			},
 			actors: func(w *world) []*actor {
-				var first *actor
-				for _, a := range w.actors {
-					if a.kind == kindSweep && a.state == atYield {
-						first = a
-					}
-				}
+				first := w.actorWhere("the sweep before its POST", func(a *actor) bool { return a.kind == kindSweep && a.state == atYield })
 				clock, second := w.sweepAfter(w.lease - 3*time.Minute + w.grace + 30*time.Second)
 				return []*actor{first, clock, second}
 			}},
@@ -215,14 +211,22 @@ func (w *world) sweepAfter(d time.Duration) (clock, second *actor) {
 }
 
 // pendingTry is FC's try of reqID that has not started (a retry the world
-// added), failing the scenario when there is none.
+// added).
 func (w *world) pendingTry(reqID string, try int) *actor {
+	return w.actorWhere(fmt.Sprintf("pending try %d of %s", try, reqID), func(a *actor) bool {
+		return a.kind == kindTry && a.d.reqID == reqID && a.try == try && a.state == pending
+	})
+}
+
+// actorWhere is the first actor match accepts, failing the scenario (what
+// names it) when there is none.
+func (w *world) actorWhere(what string, match func(*actor) bool) *actor {
 	for _, a := range w.actors {
-		if a.kind == kindTry && a.d.reqID == reqID && a.try == try && a.state == pending {
+		if match(a) {
 			return a
 		}
 	}
-	w.t.Fatalf("no pending try %d of %s", try, reqID)
+	w.t.Fatalf("no %s", what)
 	return nil
 }
 
@@ -241,19 +245,10 @@ func (w *world) copyMarkedHolder() {
 
 // copyMarkedActors are copyMarkedHolder's holder and FC's retry of the copy.
 func (w *world) copyMarkedActors() (holder, retry *actor) {
-	for _, a := range w.actors {
-		switch {
-		case a.kind != kindTry || a.d.reqID != "fc-a":
-		case a.try == 0 && a.state == atYield:
-			holder = a
-		case a.try == 1:
-			retry = a
-		}
-	}
-	if holder == nil || retry == nil {
-		w.t.Fatalf("copyMarkedHolder: no holder at its publish (%v) or no retry of the copy (%v)", holder, retry)
-	}
-	return holder, retry
+	holder = w.actorWhere("holder fc-a/try0 at its publish", func(a *actor) bool {
+		return a.kind == kindTry && a.d.reqID == "fc-a" && a.try == 0 && a.state == atYield
+	})
+	return holder, w.pendingTry("fc-a", 1)
 }
 
 // runTo runs a until it stands at point.
