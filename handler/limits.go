@@ -14,7 +14,9 @@ import (
 // Each breach is a FINAL error with its own errorType, found before any
 // claim, so a hostile event costs a parse and nothing else.
 const (
-	MaxBatch = 100 // members of an event-streaming batch (each may call the model)
+	// MaxBatch bounds an event-streaming batch (each member may call the
+	// model); the parser refuses a larger one before splitting it further.
+	MaxBatch = event.MaxBatch
 	// MaxInputBytes bounds the task input: it is stored whole in input.json
 	// and sent to the model.
 	MaxInputBytes = 1 << 20

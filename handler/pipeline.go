@@ -83,12 +83,6 @@ func (p *Pipeline) Handle(ctx context.Context, body []byte, meta Meta) (r Reply)
 // it or sends it whole to the dead-letter queue; members that succeeded are
 // answered from their records on the retry.
 func (p *Pipeline) batch(ctx context.Context, inv *event.Invocation, batchErr error, meta Meta) Reply {
-	if inv.Size > MaxBatch {
-		o := failure(Outcome{RequestID: meta.RequestID}, idempotency.Final("batch_too_large",
-			fmt.Errorf("batch of %d events; at most %d", inv.Size, MaxBatch)))
-		p.Log.WarnContext(ctx, "event rejected", "errorType", o.ErrorType, "error", o.ErrorMessage)
-		return reply(o, true, o.ErrorType)
-	}
 	results := make([]Outcome, inv.Size)
 	for _, t := range inv.Tasks {
 		results[t.Index] = p.runTask(ctx, t, meta, fmt.Sprintf("%s#%d", meta.RequestID, t.Index))

@@ -49,6 +49,9 @@ func (p *Pipeline) Validate(ctx context.Context, body []byte, schema func(data [
 	if inv != nil {
 		v.Kind = string(inv.Kind)
 	}
+	if errors.Is(err, event.ErrBatchTooLarge) {
+		v.Kind = string(event.KindBatch) // refused whole, before its members are read
+	}
 	switch {
 	case inv == nil || err != nil && inv.Kind != event.KindSingle && inv.Kind != event.KindBatch:
 		v.ErrorType, v.ErrorMessage = failure(Outcome{}, err).ErrorType, err.Error()
@@ -58,9 +61,6 @@ func (p *Pipeline) Validate(ctx context.Context, body []byte, schema func(data [
 		return v
 	case inv.Kind == event.KindTimer:
 		v.Valid = true
-		return v
-	case inv.Size > MaxBatch:
-		v.ErrorType, v.ErrorMessage = "batch_too_large", "batch of more than 100 events"
 		return v
 	}
 	v.Events = make([]EventValidation, inv.Size)

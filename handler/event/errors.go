@@ -23,6 +23,8 @@ const (
 	TypeInvalidRequest = "invalid_request"
 	// TypeUnsupportedEvent: well-formed JSON of no kind this function handles.
 	TypeUnsupportedEvent = "unsupported_event"
+	// TypeBatchTooLarge: a batch of more than MaxBatch events.
+	TypeBatchTooLarge = "batch_too_large"
 )
 
 // Error is a rejected body, batch member or field. It is always FINAL.
@@ -83,6 +85,7 @@ var (
 	ErrInvalidBatch     = &Error{Type: TypeInvalidBatch, Index: -1}
 	ErrInvalidRequest   = &Error{Type: TypeInvalidRequest, Index: -1}
 	ErrUnsupportedEvent = &Error{Type: TypeUnsupportedEvent, Index: -1}
+	ErrBatchTooLarge    = &Error{Type: TypeBatchTooLarge, Index: -1}
 )
 
 // IsFinal reports whether err (or an error it wraps) is a rejection from this

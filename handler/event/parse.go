@@ -7,7 +7,8 @@
 //  1. The body must be exactly one JSON value, valid UTF-8, with no repeated
 //     object key (see checkStrictJSON); otherwise malformed_event.
 //  2. A JSON array is an event-streaming batch (KindBatch); every member is
-//     judged as a CloudEvent.
+//     judged as a CloudEvent. One of more than MaxBatch members is refused
+//     whole (batch_too_large) as soon as member MaxBatch+1 begins.
 //  3. A JSON object with a "specversion" member is a CloudEvent (KindSingle).
 //  4. A JSON object with "requestContext" is an FC failure-destination message
 //     (KindFailureDestination); one with "triggerTime" or "triggerName" is an
@@ -74,8 +75,8 @@ type Invocation struct {
 
 // Parse parses an FC invocation body.
 //
-// A nil Invocation comes only with a malformed_event or unsupported_event
-// error: the body has no recognisable kind. Otherwise Kind is set even when
+// A nil Invocation comes only with a malformed_event, unsupported_event or
+// batch_too_large error: the body is refused whole. Otherwise Kind is set even when
 // err is not nil, so the caller can label the failure; for KindBatch the
 // accepted members are in Tasks and err is BatchErr. Every non-nil error is
 // an *Error.
@@ -95,7 +96,7 @@ func ParseWith(body []byte, o Options) (*Invocation, error) {
 	// The one strict pass also splits the body: an object into its members,
 	// an array (a batch) into its events, and each event's data object into
 	// its members.
-	dec, err := decode(body)
+	dec, err := decodeBody(body)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,9 @@ func TestParseRejects(t *testing.T) {
 		{"empty object", []byte(`{}`), TypeUnsupportedEvent, "", ""},
 		{"foreign object", []byte(`{"events":[{"eventName":"ObjectCreated:PutObject"}]}`), TypeUnsupportedEvent, "", ""},
 		{"timer and destination markers", []byte(`{"triggerTime":"2026-11-30T07:00:00Z","triggerName":"x","requestContext":{}}`), TypeUnsupportedEvent, "", ""},
+		{"batch over the limit", []byte(batchOf(MaxBatch+1, string(mkEvent(goodData, "")))), TypeBatchTooLarge, "", ""},
+		{"batch over the limit, broken past it", []byte("[" + strings.Repeat("{},", MaxBatch+1) + "nonsense"), TypeBatchTooLarge, "", ""},
+		{"batch at the limit, broken at its end", []byte("[" + strings.Repeat("{},", MaxBatch-1) + "{},]"), TypeMalformedEvent, "", ""},
 
 		// Envelope.
 		{"no specversion", []byte(`{"id":"e-1","source":"s","type":"t","data":` + goodData + `}`), TypeInvalidEnvelope, "specversion", KindSingle},
@@ -444,6 +448,7 @@ func TestParseBatch(t *testing.T) {
 		{"scalar members", `[1,"x",null,true]`, nil, map[int]string{0: TypeInvalidEnvelope, 1: TypeInvalidEnvelope, 2: TypeInvalidEnvelope, 3: TypeInvalidEnvelope}},
 		{"nested batch", "[[" + good("a") + "]]", nil, map[int]string{0: TypeInvalidEnvelope}},
 		{"timer inside a batch", `[{"triggerTime":"2026-11-30T07:00:00Z","triggerName":"sweep","payload":"sweep"}]`, nil, map[int]string{0: TypeInvalidEnvelope}},
+		{"at the limit", batchOf(MaxBatch, good("a")), upTo(MaxBatch), nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -477,6 +482,46 @@ func TestParseBatch(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), fmt.Sprintf("%d of %d", len(tc.wantRejected), inv.Size)) {
 				t.Errorf("batch error %q does not count the rejections", err)
+			}
+		})
+	}
+}
+
+// batchOf is a batch of n copies of member.
+func batchOf(n int, member string) string {
+	return "[" + strings.TrimSuffix(strings.Repeat(member+",", n), ",") + "]"
+}
+
+func upTo(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// A hostile body costs a parse and nothing else: a batch over the limit is
+// refused before its members are split (each cost about 2 KB, so 6 MiB of
+// {} took gigabytes), and an array where an object belongs is not split.
+func TestOversizedBodyCostsAParse(t *testing.T) {
+	empties := batchOf(128<<10/3, "{}") // 128 KiB
+	for _, tc := range []struct {
+		name, body, wantType string
+	}{
+		{"batch of {}", empties, TypeBatchTooLarge},
+		{"array in data_base64", string(mkEvent("", `"data_base64":"`+base64.StdEncoding.EncodeToString([]byte(empties))+`"`)), TypeInvalidRequest},
+		{"array in a data string", string(mkEvent(`"`+empties+`"`, "")), TypeInvalidRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := Parse([]byte(tc.body))
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, &Error{Type: tc.wantType}) {
+				t.Fatalf("Parse: %v; want %s", err, tc.wantType)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+				t.Fatalf("parsing %d bytes allocated %d", len(tc.body), n)
 			}
 		})
 	}

@@ -63,8 +63,21 @@ type object struct {
 	data    map[string]json.RawMessage
 }
 
-// decode is the strict pass of checkStrictJSON, keeping what it read.
-func decode(b []byte) (*decoded, error) {
+// MaxBatch is the most events a batch body may hold (each may call the
+// model). The body's decode stops at the next one: splitting each element
+// costs about 2 KB, so a 6 MiB body of {} would take gigabytes.
+const MaxBatch = 100
+
+// decode is the strict pass of checkStrictJSON, keeping what it read. An
+// array is read whole, not split: only a body is a batch (decodeBody).
+func decode(b []byte) (*decoded, error) { return decodeWith(b, -1) }
+
+// decodeBody is decode for an invocation body: an array is split into its
+// elements, at most MaxBatch of them (batch_too_large past that).
+func decodeBody(b []byte) (*decoded, error) { return decodeWith(b, MaxBatch) }
+
+// decodeWith splits an array into at most maxEls elements; -1: not at all.
+func decodeWith(b []byte, maxEls int) (*decoded, error) {
 	switch {
 	case len(bytes.TrimSpace(b)) == 0:
 		return nil, newError(TypeMalformedEvent, "", "empty body")
@@ -77,7 +90,10 @@ func decode(b []byte) (*decoded, error) {
 	defer d.release()
 	d.buf = *bytes.NewBuffer(b)
 	d.dec.Reset(&d.buf)
-	out, err := d.body(b)
+	out, err := d.body(b, maxEls)
+	if errors.Is(err, ErrBatchTooLarge) {
+		return nil, err
+	}
 	if err == nil {
 		if _, terr := d.dec.ReadToken(); terr == nil {
 			return nil, newError(TypeMalformedEvent, "", "more than one JSON value in the body")
@@ -107,21 +123,24 @@ func (d *decoder) release() {
 	decoders.Put(d)
 }
 
-func (d *decoder) body(b []byte) (*decoded, error) {
+func (d *decoder) body(b []byte, maxEls int) (*decoded, error) {
 	out := &decoded{kind: jsonKind(b)}
-	switch out.kind {
-	case '{':
+	switch {
+	case out.kind == '{':
 		obj, _, err := d.object(b, true)
 		out.obj = obj
 		return out, err
-	case '[':
+	case out.kind == '[' && maxEls >= 0:
 		if _, err := d.dec.ReadToken(); err != nil {
 			return nil, err
 		}
-		for d.dec.PeekKind() != ']' { // 0 on an error, which the next read returns
+		for k := d.dec.PeekKind(); k != ']'; k = d.dec.PeekKind() { // 0 on an error, which the next read returns
+			if k != 0 && len(out.els) == maxEls {
+				return nil, newError(TypeBatchTooLarge, "", "batch of more than %d events", maxEls)
+			}
 			var el element
 			var err error
-			if d.dec.PeekKind() == '{' {
+			if k == '{' {
 				el.obj, el.raw, err = d.object(b, true)
 			} else {
 				el.raw, err = d.value(b)

@@ -193,7 +193,8 @@ func loneSurrogate(b []byte) bool {
 
 // FuzzStrictJSON: checkStrictJSON accepts exactly what the reference
 // accepts, and the strict pass's split (Parse's: members, elements, and
-// each event's data members) divides accepted text as json.Unmarshal does.
+// each event's data members) divides accepted text as json.Unmarshal does,
+// refusing only an array of more than MaxBatch elements.
 func FuzzStrictJSON(f *testing.F) {
 	for _, s := range []string{`{"a":1,"\u0061":2}`, `[{"a":[1,{"b":null}]},"x",-0.5e3]`, `{"k":"\ud800","\ufffd":1}`,
 		string(mkEvent(goodData, `"aliyunretry":3`)), `{} {}`, `{"a":{"a":{"a":1,"a":2}}}`,
@@ -208,7 +209,14 @@ func FuzzStrictJSON(f *testing.F) {
 		if !got {
 			return
 		}
-		dec, err := decode(b)
+		dec, err := decodeBody(b)
+		if errors.Is(err, ErrBatchTooLarge) { // refused only past the limit
+			var ref []json.RawMessage
+			if json.Unmarshal(b, &ref) != nil || len(ref) <= MaxBatch {
+				t.Fatalf("%v for %d elements", err, len(ref))
+			}
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
