@@ -155,7 +155,7 @@ func (p *Pipeline) runTask(ctx context.Context, ev *event.Task, meta Meta, owner
 	ctx = p.traceTask(ctx, ev)
 	t, o, err := p.prepare(ctx, ev, meta)
 	if t == nil { // refused before the key was known
-		return failure(o, err)
+		return p.rejected(ctx, failure(o, err))
 	}
 	ctx = logx.With(ctx, slog.String("request_id", t.reqID), slog.String("idempotency_key", t.d.Key),
 		slog.String("fingerprint", t.fp), slog.String("task_type", t.TaskType))
@@ -189,11 +189,20 @@ func (p *Pipeline) runTask(ctx context.Context, ev *event.Task, meta Meta, owner
 	return p.logged(ctx, start, o)
 }
 
+// rejected logs a refusal made before the key was known as Handle logs
+// the parser's.
+func (p *Pipeline) rejected(ctx context.Context, o Outcome) Outcome {
+	ctx = logx.With(ctx, slog.String("request_id", o.RequestID), slog.String("idempotency_key", o.IdempotencyKey))
+	p.Log.WarnContext(ctx, "event rejected", "errorType", o.ErrorType, "error", o.ErrorMessage)
+	return o
+}
+
 // prepare checks the event and derives what the claim needs. It returns a
-// nil task when even the key could not be derived; the outcome carries the
-// key and request id as soon as they are known.
+// nil task when even the key could not be derived; the outcome then carries
+// FC's request id (the data's may be the field refused), and the key and the
+// event's request id as soon as they are known.
 func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*task, Outcome, error) {
-	o := Outcome{RequestID: ev.RequestID}
+	o := Outcome{RequestID: meta.RequestID}
 	if err := checkLimits(ev); err != nil {
 		return nil, o, err
 	}
