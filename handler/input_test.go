@@ -119,7 +119,7 @@ func TestMaxWordsSpellings(t *testing.T) {
 		return llm.Response{Text: "ok"}, nil
 	}}
 	rg := newRig(t, m)
-	spellings := []string{"60.0", "6e1", "6.0E+1", "60"}
+	spellings := []string{"60.0", "6e1", "6.0E+1", "60." + strings.Repeat("0", 62), "60"}
 	for _, n := range spellings { // each first of its key: summarize reads it
 		o := outcome(t, rg.p.Handle(context.Background(), inputBody(summarizeOf(`{"content":"x `+n+`","max_words":`+n+`}`)), handler.Meta{RequestID: "fc-1"}))
 		if o.Status != "SUCCEEDED" || o.Duplicate {

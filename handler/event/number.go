@@ -2,7 +2,6 @@ package event
 
 import (
 	"encoding/json"
-	"math/big"
 	"reflect"
 	"strconv"
 	"strings"
@@ -11,27 +10,83 @@ import (
 // WholeNumber reads a JSON number literal that is a whole number within
 // int64, whatever its spelling: 60, 60.0, 6e1 and 600e-1 are one value
 // (RFC 8785 writes each as 60, so they derive one key) and read as one.
+// The literal is scanned, never evaluated: its length (the body bounds it)
+// and its exponent (1e999999999) cost nothing but the scan.
 func WholeNumber(lit string) (int64, bool) {
 	lit = strings.TrimSpace(lit)
 	if n, err := strconv.ParseInt(lit, 10, 64); err == nil {
 		return n, true
 	}
-	if len(lit) > 64 || lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {
-		return 0, false // no JSON number, or one no int64 spells
-	}
-	if mant, e, ok := strings.Cut(strings.ToLower(lit), "e"); ok {
-		if n, err := strconv.Atoi(e); err != nil || n < -90 || n > 90 {
-			// 64 characters hold no int64 at such a power but 0, and
-			// big.Rat would compute the power first (10^999999 takes
-			// 70 ms and 400 KB; a body can hold thousands of them).
-			return 0, strings.Trim(mant, "-0.") == ""
-		}
-	}
-	r, ok := new(big.Rat).SetString(lit)
-	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+	neg, digits, scale, ok := scanNumber(lit)
+	if !ok {
 		return 0, false
 	}
-	return r.Num().Int64(), true
+	digits = strings.TrimLeft(digits, "0")
+	trimmed := strings.TrimRight(digits, "0")
+	if trimmed == "" {
+		return 0, true // any spelling of zero
+	}
+	scale += int64(len(digits) - len(trimmed)) // value = trimmed × 10^scale
+	if scale < 0 || int64(len(trimmed))+scale > 19 {
+		return 0, false // a fraction, or more digits than any int64
+	}
+	s := trimmed + strings.Repeat("0", int(scale))
+	if neg {
+		s = "-" + s
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false // beyond int64
+	}
+	return n, true
+}
+
+// scanNumber splits a JSON number literal into its sign, its digits
+// (integer and fraction part together) and the power of ten they are
+// scaled by.
+func scanNumber(lit string) (neg bool, digits string, scale int64, ok bool) {
+	neg = strings.HasPrefix(lit, "-")
+	if neg {
+		lit = lit[1:]
+	}
+	mant, exp, hasExp := strings.Cut(strings.ToLower(lit), "e")
+	intPart, frac, dot := strings.Cut(mant, ".")
+	if !allDigits(intPart) || dot && !allDigits(frac) {
+		return false, "", 0, false
+	}
+	if hasExp {
+		if scale, ok = exponent(exp); !ok {
+			return false, "", 0, false
+		}
+	}
+	return neg, intPart + frac, scale - int64(len(frac)), true
+}
+
+// exponent reads a JSON exponent ([+-]digits), clamped to ±1<<40: no
+// literal a body holds has digits enough to make up for more.
+func exponent(s string) (int64, bool) {
+	neg := strings.HasPrefix(s, "-")
+	if neg || strings.HasPrefix(s, "+") {
+		s = s[1:]
+	}
+	if !allDigits(s) {
+		return 0, false
+	}
+	var e int64
+	for _, c := range strings.TrimLeft(s, "0") {
+		if e = e*10 + int64(c-'0'); e > 1<<40 {
+			break
+		}
+	}
+	if neg {
+		e = -e
+	}
+	return e, true
+}
+
+// allDigits: s is one or more ASCII digits.
+func allDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // wholeInt is an integer member of a message FC writes (the

@@ -620,7 +620,7 @@ func TestError(t *testing.T) {
 // An integer extension is a JSON number with an integral value, in any
 // spelling: 1000, 1000.0 and 1e3 are one value (and one canonical form).
 func TestExtensionIntegerSpellings(t *testing.T) {
-	for _, lit := range []string{"1000", "1000.0", "1e3", "10000e-1", "1.000E+3"} {
+	for _, lit := range []string{"1000", "1000.0", "1e3", "10000e-1", "1.000E+3", "1000." + strings.Repeat("0", 70)} {
 		inv, err := Parse(mkEvent(goodData, `"aliyunretry":`+lit))
 		if err != nil || inv.Tasks[0].Extensions["aliyunretry"] != "1000" {
 			t.Errorf("%s: %v %v", lit, err, inv)
@@ -640,6 +640,13 @@ func TestWholeNumber(t *testing.T) {
 		{"9223372036854775807", math.MaxInt64, true}, {"-9223372036854775808", math.MinInt64, true},
 		{"9223372036854775808", 0, false}, {"1.5", 0, false}, {"1e19", 0, false}, {"0e999999999", 0, true},
 		{"1e999999999", 0, false}, {"1e-999999999", 0, false}, {"\"6\"", 0, false}, {"", 0, false},
+		// Longer than 64 characters, and still whole numbers (RFC 8785 writes 60).
+		{"60." + strings.Repeat("0", 62), 60, true}, {"6" + strings.Repeat("0", 70) + "e-69", 60, true},
+		{"0." + strings.Repeat("0", 100), 0, true}, {"-9223372036854775808." + strings.Repeat("0", 50), math.MinInt64, true},
+		{"0.0e99999999999999999999999", 0, true}, {"-" + strings.Repeat("0", 80) + "7", -7, true},
+		{"60." + strings.Repeat("0", 62) + "1", 0, false}, {"1" + strings.Repeat("0", 19) + ".0", 0, false},
+		{"1e-99999999999999999999999", 0, false}, {"1e99999999999999999999999", 0, false},
+		{"1.", 0, false}, {".5", 0, false}, {"1e", 0, false}, {"1e+", 0, false}, {"--1", 0, false}, {"1.2.3", 0, false}, {"0x10", 0, false},
 	} {
 		if n, ok := WholeNumber(tc.lit); n != tc.want || ok != tc.ok {
 			t.Errorf("WholeNumber(%s) = %d, %v; want %d, %v", tc.lit, n, ok, tc.want, tc.ok)
@@ -696,7 +703,7 @@ func TestDataNumbersRefusedAlike(t *testing.T) {
 // The failure-destination message's integers are JSON numbers: any
 // spelling of the value reads as it (200, 200.0, 2e2).
 func TestDestinationIntegerSpellings(t *testing.T) {
-	for _, n := range []string{"3", "3.0", "3e0", "30e-1"} {
+	for _, n := range []string{"3", "3.0", "3e0", "30e-1", "3." + strings.Repeat("0", 70)} {
 		body := `{"timestamp":1660120276975` + strings.TrimPrefix(n, "3") + `,"requestContext":{"requestId":"r","approximateInvokeCount":` + n +
 			`},"responseContext":{"statusCode":` + n + `},"requestPayload":"{}"}`
 		inv, err := Parse([]byte(body))
