@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -89,9 +90,17 @@ func Window(action string, t time.Time, size time.Duration) string {
 	if size <= 0 {
 		size = time.Second
 	}
-	idx := t.UnixNano() / int64(size)
-	return hashStrings("action", action, "window", strconv.FormatInt(idx, 10),
+	return hashStrings("action", action, "window", windowIndex(t, size).String(),
 		"window_seconds", strconv.FormatFloat(size.Seconds(), 'f', -1, 64))
+}
+
+// windowIndex is floor(nanoseconds since the epoch / size), counted in a
+// big.Int: UnixNano overflows outside 1678–2262, and Go's division rounds
+// toward zero, which put the windows either side of the epoch in one.
+func windowIndex(t time.Time, size time.Duration) *big.Int {
+	ns := new(big.Int).Mul(big.NewInt(t.Unix()), big.NewInt(int64(time.Second)))
+	ns.Add(ns, big.NewInt(int64(t.Nanosecond())))
+	return ns.Div(ns, big.NewInt(int64(size))) // Euclidean: floor for size > 0
 }
 
 // LLMRequest derives K for a model call: the model and its messages (any

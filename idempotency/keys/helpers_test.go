@@ -151,3 +151,47 @@ func TestWindowOfInvalidUTF8StaysApart(t *testing.T) {
 		t.Fatalf("a valid action's key changed: %s, want %s", got, want)
 	}
 }
+
+// Window's keys stay what they were for every time UnixNano can hold from
+// the epoch on (a changed key would run each scheduled job again after an
+// upgrade); before the epoch the window is floored, so the windows either
+// side of it are two, and beyond 1678–2262 the index no longer wraps.
+func TestWindowKeepsItsKeys(t *testing.T) {
+	window := func(idx, seconds string) string {
+		return hashStrings("action", "job", "window", idx, "window_seconds", seconds)
+	}
+	for _, c := range []struct {
+		name, at string
+		size     time.Duration
+		key      string
+	}{
+		// Pinned: the keys Window gave before it floored.
+		{"the epoch", "1970-01-01T00:00:00Z", 24 * time.Hour, "3cb405b33ed5ac545cd1cbc24cef2da8193818bff6fbb5e0b2345f77e2ece26b"},
+		{"a day", "2026-12-01T00:00:00Z", 24 * time.Hour, "02725f3ff8154b1d9982e94ba8a754edfcd7361f6c18088ef6086ced1de86856"},
+		{"a day's last nanosecond", "2026-11-30T23:59:59.999999999Z", 24 * time.Hour, "e3e312363c227835a7207e1e35120e6196e8f7651d6d495283f7106ccc838830"},
+		{"a second", "2024-02-29T12:34:56.789Z", time.Second, "21016209a34d0e95a89837647f312f55eef684f9f75e0a433aaae95df614425e"},
+		{"a quarter second", "2024-02-29T12:34:56.789Z", 250 * time.Millisecond, "ba44046107ba893f4ae35d915d5bed6de28ec2e06499735b177c35894412f6fb"},
+		{"90 minutes, in another zone", "2024-02-29T12:34:56.789+08:00", 90 * time.Minute, "2c10d598acf568dfcca8648711c69a8b333d57bd0518d51555ca3151a57bb0d1"},
+		{"7 seconds", "2001-09-09T01:46:40Z", 7 * time.Second, "8e7366cbe802bd04c635b30e447280f3af925437bf3af8996d39b6db00f71362"},
+		{"UnixNano's last hour", "2262-04-11T23:47:16.854775807Z", time.Hour, "b4e363dede245b728a9cbaf1b8eb4dcf2c885c244cd25bdee7ada081e2a5ba63"},
+		{"UnixNano's last nanosecond", "2262-04-11T23:47:16.854775807Z", time.Nanosecond, "a6cdf58504a30f5a2351cbd2e8858a4d121ba47b673796ceb53037ec2f8200cb"},
+		// Floored: the window before the epoch is -1, not the epoch's 0.
+		{"the day before the epoch", "1969-12-31T23:59:59Z", 24 * time.Hour, window("-1", "86400")},
+		{"a nanosecond before the epoch", "1969-12-31T23:59:59.999999999Z", time.Second, window("-1", "1")},
+		{"an hour before the epoch, half past", "1969-12-31T22:30:00Z", time.Hour, window("-2", "3600")},
+		// Beyond UnixNano: the index of the day, not a wrapped count.
+		{"the year 2300", "2300-01-01T12:00:00Z", 24 * time.Hour, window("120530", "86400")},
+		{"the year 1600", "1600-01-01T12:00:00Z", 24 * time.Hour, window("-135140", "86400")},
+		{"the year 2300 in nanoseconds", "2300-01-01T00:00:00.5Z", time.Nanosecond, window("10413792000500000000", "0.000000001")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			at, err := time.Parse(time.RFC3339Nano, c.at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Window("job", at, c.size); got != c.key {
+				t.Fatalf("Window(%s, %v) = %s, want %s", c.at, c.size, got, c.key)
+			}
+		})
+	}
+}
