@@ -31,6 +31,8 @@ func TestRefusalsAnswerFCRequestID(t *testing.T) {
 		{"request_id not printable ASCII", single(data(`,"request_id":"req\u0007bell"`)), "invalid_request", "bell", false},
 		{"request_id over its limit", single(data(`,"request_id":"req-` + strings.Repeat("r", 130) + `"`)), "field_too_long", "rrrr", false},
 		{"batch member over a limit", "[" + single(long) + "]", "field_too_long", "req-data", true},
+		{"notify.url without a host, with a token", single(data(`,"notify":{"url":"https:/hooks.example.com/robot/send?access_token=SECRET-TOKEN-123"}`)), "invalid_request", "SECRET-TOKEN-123", false},
+		{"notify.url of another scheme, with a password", single(data(`,"notify":{"url":"ftp://bot:SECRET-TOKEN-123@hooks.example.com/a"}`)), "invalid_request", "SECRET-TOKEN-123", false},
 		{"batch over the limit", "[" + strings.TrimSuffix(strings.Repeat(single(data(`,"request_id":"req-data"`))+",", handler.MaxBatch+1), ",") + "]", "batch_too_large", "req-data", false},
 	}
 	for _, tc := range tests {

@@ -527,6 +527,30 @@ func TestOversizedBodyCostsAParse(t *testing.T) {
 	}
 }
 
+// A refused notify.url is named, never quoted: its query or user info may
+// hold a token, and the refusal reaches the answer, the log and the dead
+// letter (notify.checkURL words its own refusals so too).
+func TestNotifyURLRefusalQuotesNoSecret(t *testing.T) {
+	const secret = "SECRET-TOKEN-123"
+	for _, tc := range []struct{ name, url, says string }{
+		{"no host", "https:/hooks.example.com/robot/send?access_token=" + secret, "no host"},
+		{"another scheme", "ftp://bot:" + secret + "@hooks.example.com/a", `scheme is "ftp"`},
+		{"relative", "/robot/send?access_token=" + secret, `scheme is ""`},
+		{"does not parse", "https://hooks.example.com:" + secret + "/", "does not parse"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(mkEvent(`{"tenant_id":"a","task_type":"t","operation":"o","input":{},"notify":{"url":"`+tc.url+`"}}`, ""))
+			e := asError(err)
+			if e == nil || e.Type != TypeInvalidRequest || e.Field != "notify.url" || !strings.Contains(e.Msg, tc.says) {
+				t.Fatalf("Parse: %v; want invalid_request notify.url saying %q", err, tc.says)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("the secret is quoted: %v", err)
+			}
+		})
+	}
+}
+
 func TestFailureDestinationOriginal(t *testing.T) {
 	payload, _ := json.Marshal(string(mkEvent(goodData, "")))
 	tests := []struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -150,11 +151,26 @@ func notifyOf(raw json.RawMessage) (*Notify, error) {
 	if !ok {
 		return nil, newError(TypeInvalidRequest, "notify", `must be an object {"url": "https://..."}`)
 	}
-	u, perr := url.Parse(s)
-	if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, newError(TypeInvalidRequest, "notify.url", "must be an absolute http(s) URL, got %q", s)
+	if problem := urlProblem(s); problem != "" {
+		return nil, newError(TypeInvalidRequest, "notify.url", "must be an absolute http(s) URL: %s", problem)
 	}
 	return &Notify{URL: s}, nil
+}
+
+// urlProblem says what is wrong with a notify URL without quoting it, as
+// notify.checkURL does: its query or user info may hold a token, and the
+// refusal reaches the answer, the log and the dead letter.
+func urlProblem(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "it does not parse"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("the scheme is %q", u.Scheme)
+	case u.Host == "":
+		return "it has no host"
+	}
+	return ""
 }
 
 // dataObject returns the task data of a validated CloudEvent, its text and
