@@ -74,9 +74,12 @@ func WithRetryAfter(d time.Duration) Option { return func(m *Middleware) { m.ret
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l } }
 
-// DefaultStoredHeaders are replayed with a stored response.
-var DefaultStoredHeaders = []string{"Content-Type", "Content-Language", "Content-Location", "Location", "Etag",
-	"Last-Modified", "Cache-Control"}
+// DefaultStoredHeaders are replayed with a stored response: those that
+// describe its body (without Content-Encoding a gzip body is unreadable) or
+// that its status requires (Allow on a 405, WWW-Authenticate on a 401).
+// Never a cookie or a credential.
+var DefaultStoredHeaders = []string{"Content-Type", "Content-Encoding", "Content-Language", "Content-Location",
+	"Location", "Etag", "Last-Modified", "Cache-Control", "Vary", "Allow", "WWW-Authenticate", "Retry-After"}
 
 // New builds the middleware. To let a repeat that meets the first request in
 // flight wait for its response instead of answering 409 at once, give the
@@ -84,8 +87,8 @@ var DefaultStoredHeaders = []string{"Content-Type", "Content-Language", "Content
 // holds (about 1.5 KiB of body), idempotency.WithBlobStore.
 func New(eng *idempotency.Engine, opts ...Option) *Middleware {
 	m := &Middleware{eng: eng, principal: func(*http.Request) (string, error) { return "", nil },
-		fingerprint: defaultFingerprint, headers: append([]string(nil), DefaultStoredHeaders...),
-		maxBody: DefaultMaxBody, retryAfter: time.Second, log: slog.Default()}
+		fingerprint: defaultFingerprint, maxBody: DefaultMaxBody, retryAfter: time.Second, log: slog.Default()}
+	WithStoredHeaders(DefaultStoredHeaders...)(m) // canonical: the recorder looks them up as net/http keys them
 	for _, o := range opts {
 		o(m)
 	}

@@ -1,0 +1,115 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/boltstore"
+	"github.com/idemgate/idemgate/idempotency/idemhttp"
+	"github.com/idemgate/idemgate/idempotency/idemtest"
+)
+
+// newServer serves mux's routes, wrapped by m, on a fresh embedded store.
+func newServer(t *testing.T, routes map[string]http.HandlerFunc, opts ...idemhttp.Option) *httptest.Server {
+	t.Helper()
+	s, err := boltstore.Open(t.TempDir(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	m := idemhttp.New(idempotency.New(s, idempotency.WithLogger(idemtest.TestLogger(t))),
+		append([]idemhttp.Option{idemhttp.WithLogger(idemtest.TestLogger(t))}, opts...)...)
+	mux := http.NewServeMux()
+	for pattern, h := range routes {
+		mux.Handle(pattern, m.Handler(h))
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// rawClient shows the response as sent: no redirects followed, no gzip undone.
+var rawClient = &http.Client{
+	Transport:     &http.Transport{DisableCompression: true},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func postKey(t *testing.T, url, key, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set(idemhttp.HeaderKey, `"`+key+`"`)
+	resp, err := rawClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// A replay carries the headers its body and status depend on, and never a
+// cookie: each case's repeat must say what its first answer said.
+func TestReplayKeepsTheHeadersOfItsBodyAndStatus(t *testing.T) {
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = zw.Write([]byte("charged"))
+	_ = zw.Close()
+	srv := newServer(t, map[string]http.HandlerFunc{
+		"POST /gzip": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Header().Set("Vary", "Accept-Encoding")
+			w.Header().Set("Set-Cookie", "session=secret")
+			_, _ = w.Write(zipped.Bytes())
+		},
+		"POST /method": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Allow", "GET, HEAD")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		},
+		"POST /auth": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="orders"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		},
+		"POST /moved": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Location", "/elsewhere")
+			w.Header().Set("Retry-After", "5")
+			w.Header().Set("Content-Language", "en")
+			w.WriteHeader(http.StatusSeeOther)
+		},
+	})
+	cases := []struct {
+		name, path string
+		headers    []string
+	}{
+		{"a gzip body keeps its Content-Encoding and Vary", "/gzip", []string{"Content-Encoding", "Vary"}},
+		{"a 405 keeps its Allow", "/method", []string{"Allow"}},
+		{"a 401 keeps its WWW-Authenticate", "/auth", []string{"WWW-Authenticate"}},
+		{"a 303 keeps its Location, Retry-After and Content-Language", "/moved", []string{"Location", "Retry-After", "Content-Language"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			first, body := postKey(t, srv.URL+c.path, "replay"+c.path, "x")
+			again, replayed := postKey(t, srv.URL+c.path, "replay"+c.path, "x")
+			if again.Header.Get(idemhttp.HeaderReplayed) != "true" || again.StatusCode != first.StatusCode || !bytes.Equal(body, replayed) {
+				t.Fatalf("not a replay: %d %v", again.StatusCode, again.Header)
+			}
+			for _, h := range c.headers {
+				if first.Header.Get(h) == "" || again.Header.Get(h) != first.Header.Get(h) {
+					t.Errorf("%s replayed as %q, was %q", h, again.Header.Get(h), first.Header.Get(h))
+				}
+			}
+			if again.Header.Get("Set-Cookie") != "" {
+				t.Error("a cookie was replayed")
+			}
+		})
+	}
+}
