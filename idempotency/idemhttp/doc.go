@@ -10,8 +10,9 @@
 //     one is 400 naming it. A route requires it (missing: 400) or not
 //     (Optional: missing runs without idempotency).
 //   - The key is scoped by the principal (WithPrincipal), the method and
-//     the route; the fingerprint is the target and the body
-//     (WithFingerprint): reuse with another request is 422.
+//     the route; the fingerprint is the target and the body (WithFingerprint
+//     chooses the body's part, never the target): reuse with another
+//     request is 422.
 //   - The first request runs under the key's lease; its response (status,
 //     the stored headers, body — large ones by reference in the engine's
 //     blob store) is stored when it is the outcome (2xx, 3xx, final 4xx)

@@ -43,11 +43,13 @@ func WithPrincipal(fn func(*http.Request) (string, error)) Option {
 	return func(m *Middleware) { m.principal = fn }
 }
 
-// WithFingerprint chooses what of a request must be the same for a repeat
-// to be a repeat (default: the request target and the body, JSON bodies in
-// RFC 8785 canonical form). A reuse of the key with another fingerprint is
-// 422. fn may select fields (keys.FromPaths, a JMESPath) to ignore volatile
-// ones; its error answers 400.
+// WithFingerprint chooses what of the body must be the same for a repeat to
+// be a repeat (default: all of it, JSON bodies in RFC 8785 canonical form);
+// the request target (path and query) always counts besides, whatever fn
+// returns, since a route with a wildcard (POST /accounts/{id}/charge) is one
+// key scope. A reuse of the key with another fingerprint or target is 422.
+// fn may select fields (keys.FromPaths, a JMESPath) to ignore volatile ones;
+// its error answers 400.
 func WithFingerprint(fn func(r *http.Request, body []byte) ([]byte, error)) Option {
 	return func(m *Middleware) { m.fingerprint = fn }
 }
@@ -183,7 +185,8 @@ func (rt *route) claimRequest(r *http.Request, key string, body []byte) (idempot
 		p := MalformedBodyProblem("the request cannot be fingerprinted: " + err.Error())
 		return idempotency.ClaimRequest{}, &p
 	}
-	h := sha256.Sum256(fp)
+	// The target is escaped (no newline in it), so the two never run together.
+	h := sha256.Sum256(append([]byte(r.URL.RequestURI()+"\n"), fp...))
 	// Each HTTP request is a delivery of its own: no retry of it comes back
 	// under the same owner, so a live lease is always another's (409).
 	return idempotency.ClaimRequest{Key: k, PayloadHash: hex.EncodeToString(h[:]), Owner: newOwner(), Try: -1}, nil
@@ -289,13 +292,13 @@ func Storable(status int) bool {
 	return status >= 200 && status < 500
 }
 
-// defaultFingerprint: the target and the body, JSON canonical (member order
-// and white space are not a different request).
-func defaultFingerprint(r *http.Request, body []byte) ([]byte, error) {
+// defaultFingerprint: the body, JSON canonical (member order and white
+// space are not a different request).
+func defaultFingerprint(_ *http.Request, body []byte) ([]byte, error) {
 	if c, err := jcs.Canonicalize(body); err == nil && len(body) > 0 {
-		body = c
+		return c, nil
 	}
-	return append([]byte(r.URL.RequestURI()+"\n"), body...), nil
+	return body, nil
 }
 
 func newOwner() string {

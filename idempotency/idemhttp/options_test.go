@@ -69,6 +69,41 @@ func TestWithFingerprint(t *testing.T) {
 	}
 }
 
+// Whatever WithFingerprint selects, the request target counts: one key on
+// a wildcard route, reused with the same body on another account or query,
+// is 422 and charges nothing, never the first account's replay.
+func TestWithFingerprintKeepsTheTarget(t *testing.T) {
+	var runs atomic.Int64
+	srv := newServer(t, map[string]http.HandlerFunc{
+		"POST /accounts/{id}/charge": func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			fmt.Fprintf(w, "charged account %s", r.PathValue("id"))
+		},
+	}, idemhttp.WithFingerprint(func(_ *http.Request, body []byte) ([]byte, error) {
+		k, err := keys.FromPaths(body, "amount")
+		return []byte(k), err
+	}))
+	cases := []struct {
+		name, target string
+		status       int
+		answer       string
+	}{
+		{"first", "/accounts/a/charge", 200, "charged account a"},
+		{"the same target is a repeat", "/accounts/a/charge", 200, "charged account a"},
+		{"another account is 422", "/accounts/b/charge", 422, ""},
+		{"another query is 422", "/accounts/a/charge?currency=eur", 422, ""},
+	}
+	for _, c := range cases {
+		resp, b := postKey(t, srv.URL+c.target, "charge-1", `{"amount":5}`)
+		if resp.StatusCode != c.status || (c.answer != "" && string(b) != c.answer) {
+			t.Fatalf("%s: %d %s", c.name, resp.StatusCode, b)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("%d runs", runs.Load())
+	}
+}
+
 // The server's deadline reaches the handler (a client's hang-up does not):
 // a handler cut short by it answers 504, which is not stored, and the retry
 // runs again.
