@@ -25,6 +25,7 @@ import (
 type Middleware struct {
 	eng         *idempotency.Engine
 	principal   func(*http.Request) (string, error)
+	challenge   string
 	fingerprint func(*http.Request, []byte) ([]byte, error)
 	headers     []string
 	maxBody     int64
@@ -38,10 +39,20 @@ type Option func(*Middleware)
 // WithPrincipal scopes keys by the caller: fn names the tenant or principal
 // a request acts for (from its verified credentials, never from a field the
 // caller may choose freely). Two principals' identical keys are two keys. An
-// error answers 401 without running. Default: one principal for everyone.
+// error answers 401 without running, with WithChallenge's challenge.
+// Default: one principal for everyone.
 func WithPrincipal(fn func(*http.Request) (string, error)) Option {
 	return func(m *Middleware) { m.principal = fn }
 }
+
+// WithChallenge sets the WWW-Authenticate of the 401 for a request
+// WithPrincipal refuses (RFC 9110 requires one on every 401), e.g.
+// `Bearer realm="orders"`. Default: DefaultChallenge.
+func WithChallenge(challenge string) Option { return func(m *Middleware) { m.challenge = challenge } }
+
+// DefaultChallenge is the 401's WWW-Authenticate without WithChallenge: the
+// scheme most APIs take, with no parameters.
+const DefaultChallenge = "Bearer"
 
 // WithFingerprint chooses what of the body must be the same for a repeat to
 // be a repeat (default: all of it, JSON bodies in RFC 8785 canonical form);
@@ -88,7 +99,7 @@ var DefaultStoredHeaders = []string{"Content-Type", "Content-Encoding", "Content
 // engine idempotency.WithWaitInFlight; for responses larger than a record
 // holds (about 1.5 KiB of body), idempotency.WithBlobStore.
 func New(eng *idempotency.Engine, opts ...Option) *Middleware {
-	m := &Middleware{eng: eng, principal: func(*http.Request) (string, error) { return "", nil },
+	m := &Middleware{eng: eng, principal: func(*http.Request) (string, error) { return "", nil }, challenge: DefaultChallenge,
 		fingerprint: defaultFingerprint, maxBody: DefaultMaxBody, retryAfter: time.Second, log: slog.Default()}
 	WithStoredHeaders(DefaultStoredHeaders...)(m) // canonical: the recorder looks them up as net/http keys them
 	for _, o := range opts {
@@ -166,7 +177,8 @@ func (rt *route) claimRequest(r *http.Request, key string, body []byte) (idempot
 	principal, err := rt.m.principal(r)
 	if err != nil {
 		return idempotency.ClaimRequest{}, &Problem{Type: TypeUnauthenticated, Title: "Unauthenticated",
-			Status: http.StatusUnauthorized, Detail: "the request names no principal this service accepts"}
+			Status: http.StatusUnauthorized, Challenge: rt.m.challenge,
+			Detail: "the request names no principal this service accepts"}
 	}
 	name := rt.name
 	if name == "" {

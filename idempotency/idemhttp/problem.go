@@ -43,6 +43,8 @@ type Problem struct {
 	RetryAfter time.Duration `json:"-"`
 	// Replayed marks an answer from the key's record (HeaderReplayed).
 	Replayed bool `json:"-"`
+	// Challenge, when set, is sent as WWW-Authenticate (a 401 must carry one).
+	Challenge string `json:"-"`
 }
 
 // HeaderKey is the request header; HeaderReplayed marks a response that
@@ -65,6 +67,9 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	}
 	if p.Replayed {
 		h.Set(HeaderReplayed, "true")
+	}
+	if p.Challenge != "" {
+		h.Set("WWW-Authenticate", p.Challenge)
 	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(append(body, '\n'))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +110,29 @@ func TestReplayKeepsTheHeadersOfItsBodyAndStatus(t *testing.T) {
 			}
 			if again.Header.Get("Set-Cookie") != "" {
 				t.Error("a cookie was replayed")
+			}
+		})
+	}
+}
+
+// The middleware's own 401 (WithPrincipal refused the request) carries a
+// challenge, as RFC 9110 requires of every 401, and runs nothing.
+func TestUnauthenticatedCarriesAChallenge(t *testing.T) {
+	refuse := idemhttp.WithPrincipal(func(*http.Request) (string, error) { return "", io.EOF })
+	cases := []struct {
+		name, want string
+		opts       []idemhttp.Option
+	}{
+		{"the default challenge", idemhttp.DefaultChallenge, []idemhttp.Option{refuse}},
+		{"WithChallenge's", `Basic realm="orders"`, []idemhttp.Option{refuse, idemhttp.WithChallenge(`Basic realm="orders"`)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var ran atomic.Bool
+			srv := newServer(t, map[string]http.HandlerFunc{"POST /orders": func(http.ResponseWriter, *http.Request) { ran.Store(true) }}, c.opts...)
+			resp, b := postKey(t, srv.URL+"/orders", "auth-1", "x")
+			if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != c.want || ran.Load() {
+				t.Fatalf("%d %v %s, ran %v", resp.StatusCode, resp.Header, b, ran.Load())
 			}
 		})
 	}
