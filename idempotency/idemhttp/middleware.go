@@ -248,6 +248,10 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, req idempotency.C
 	}
 }
 
+// codeTooLarge is the engine's code for a result over what a record holds,
+// without a blob store (idempotency.WithBlobStore).
+const codeTooLarge = "result_too_large"
+
 func isHTTPRetry(err error) bool {
 	_, code := idempotency.Classify(err)
 	return len(code) == 8 && code[:5] == "http_"
@@ -264,9 +268,14 @@ func (m *Middleware) problemOf(err error, out idempotency.Outcome) Problem {
 		return UnavailableProblem("the idempotency store is unreachable; nothing ran", m.retryAfter)
 	}
 	class, code := idempotency.Classify(err)
+	if code == codeTooLarge { // it ran: "failed, use a new key" would run it twice
+		p := NotStoredProblem(code)
+		p.Replayed = out.Duplicate
+		return p
+	}
 	if out.Status == driver.StatusFailedFinal || class == idempotency.ClassFinal {
-		// The key's first request failed for good (its retries ran out, or its
-		// response could not be kept): this key will always answer so.
+		// The key's first request failed for good (its retries ran out): this
+		// key will always answer so.
 		return Problem{Type: TypeFailed, Title: "The request with this Idempotency-Key failed", Code: code,
 			Status: http.StatusInternalServerError, Replayed: out.Duplicate,
 			Detail: "the key's request failed for good (" + code + "); send a new request with a new key"}

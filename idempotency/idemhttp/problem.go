@@ -23,6 +23,7 @@ const (
 	TypeUnauthenticated  = ProblemBase + "unauthenticated"        // 401: no principal for the request
 	TypeUnavailable      = ProblemBase + "unavailable"            // 503: nothing ran; retry with the same key
 	TypeFailed           = ProblemBase + "failed"                 // the key's stored FINAL failure
+	TypeNotStored        = ProblemBase + "response-not-stored"    // 500: it ran, its response was too large to keep
 	TypeNotFound         = ProblemBase + "not-found"              // 404: no such key
 )
 
@@ -100,6 +101,16 @@ func InFlightProblem(retryAfter time.Duration) Problem {
 	return Problem{Type: TypeInFlight, Title: "A request with this Idempotency-Key is in progress",
 		Status: http.StatusConflict, Retryable: true, RetryAfter: retryAfter,
 		Detail: "the first request with this key has not finished; retry the same request with the same key after Retry-After"}
+}
+
+// NotStoredProblem is the repeat's 500 when the key's request ran and
+// completed but its response was too large to keep: a new key would run the
+// action twice, so the answer says not to send one.
+func NotStoredProblem(code string) Problem {
+	return Problem{Type: TypeNotStored, Title: "The request with this Idempotency-Key completed; its response was not kept",
+		Status: http.StatusInternalServerError, Code: code,
+		Detail: "the key's request ran and completed, but its response was too large to store, so it cannot be answered again; " +
+			"do not resend it (with this key or a new one, which would run it twice): look up its effect instead"}
 }
 
 // UnavailableProblem is the 503 for a request that ran nothing.

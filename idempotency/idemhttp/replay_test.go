@@ -3,6 +3,7 @@ package idemhttp_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -135,5 +136,32 @@ func TestUnauthenticatedCarriesAChallenge(t *testing.T) {
 				t.Fatalf("%d %v %s, ran %v", resp.StatusCode, resp.Header, b, ran.Load())
 			}
 		})
+	}
+}
+
+// Without a blob store, a success too large for the record is answered once
+// and not kept; a repeat says the action completed and must not be sent
+// again under a new key (it would run twice), rather than "failed".
+func TestTooLargeToKeepSaysItRan(t *testing.T) {
+	var runs atomic.Int64
+	srv := newServer(t, map[string]http.HandlerFunc{"POST /reports": func(w http.ResponseWriter, _ *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(bytes.Repeat([]byte("r"), 4<<10))
+	}})
+	first, _ := postKey(t, srv.URL+"/reports", "report-1", "x")
+	again, b := postKey(t, srv.URL+"/reports", "report-1", "x")
+	var p idemhttp.Problem
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	switch {
+	case first.StatusCode != http.StatusCreated:
+		t.Fatalf("first: %d", first.StatusCode)
+	case again.StatusCode != http.StatusInternalServerError || p.Type != idemhttp.TypeNotStored || p.Code != "result_too_large" ||
+		p.Retryable || again.Header.Get(idemhttp.HeaderReplayed) != "true":
+		t.Fatalf("repeat: %d %v %s", again.StatusCode, again.Header, b)
+	case runs.Load() != 1:
+		t.Fatalf("%d runs", runs.Load())
 	}
 }
