@@ -172,8 +172,8 @@ func (e *Engine) MaxAttempts() int { return e.o.maxAttempts }
 // inside the context's deadline: a lease that outlived the FC invocation
 // would block the retry of a killed instance for nothing.
 func (e *Engine) fill(ctx context.Context, req ClaimRequest) (ClaimRequest, error) {
-	if req.Key == "" {
-		return req, Final("invalid_request", errors.New("idempotency: empty key"))
+	if err := checkKey(req.Key); err != nil {
+		return req, Final("invalid_request", err)
 	}
 	if req.Lease <= 0 {
 		req.Lease = e.o.lease
@@ -264,6 +264,9 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 
 // Get reads the durable record.
 func (e *Engine) Get(ctx context.Context, key string) (driver.Record, error) {
+	if err := checkKey(key); err != nil {
+		return driver.Record{}, err
+	}
 	rec, err := e.store.Get(ctx, key)
 	return rec, storeErr("get", err)
 }

@@ -21,6 +21,9 @@ import (
 // changed; this instance's local cache forgets the key, other instances'
 // caches answer its old final state until their TTL ends (WithLocalCache).
 func (e *Engine) Forget(ctx context.Context, key string, rp driver.Replay) (prior driver.Record, err error) {
+	if err := checkKey(key); err != nil {
+		return prior, err
+	}
 	f, ok := e.store.(driver.Forgetter)
 	if !ok {
 		return prior, fmt.Errorf("forget %s: %w: the store cannot forget (it is not a driver.Forgetter)", key, driver.ErrInvalid)

@@ -29,6 +29,9 @@ import (
 // answer of a failed finish the store may have reopened (its commit's
 // answer lost).
 func (e *Engine) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
+	if err := checkKey(key); err != nil {
+		return prior, after, err
+	}
 	m, ok := e.store.(driver.Maintainer)
 	if !ok {
 		return prior, after, fmt.Errorf("reset %s: %w: the store keeps no audit (it is not a driver.Maintainer)",

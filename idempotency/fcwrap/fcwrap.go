@@ -20,8 +20,9 @@ import (
 	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
-// Key derives the business key K of an event (at most 64 bytes: a keys
-// helper's 64 hex, or a short business identifier). Return
+// Key derives the business key K of an event: a keys helper's 64 hex, or a
+// short business identifier within the engine's key rule (docs/library.md,
+// "Keys"; any other is refused FINAL invalid_request). Return
 // idempotency.Final for an event that has none.
 type Key[E any] func(E) (string, error)
 
@@ -134,18 +135,11 @@ func Wrap[E, R any](eng *idempotency.Engine, key Key[E], h func(context.Context,
 	}
 }
 
-// maxKey is the longest key every store keeps (MySQL's request_id).
-const maxKey = 64
-
 // claim builds the claim of one invocation.
 func claim[E any](ctx context.Context, e E, key Key[E], payload func(E) (string, error)) (idempotency.ClaimRequest, error) {
 	k, err := key(e)
 	if err != nil {
 		return idempotency.ClaimRequest{}, err
-	}
-	if k == "" || len(k) > maxKey {
-		return idempotency.ClaimRequest{}, idempotency.Final("invalid_request",
-			fmt.Errorf("fcwrap: a key is 1 to %d bytes (a keys helper's 64 hex), got %d", maxKey, len(k)))
 	}
 	ph, err := payload(e)
 	if err != nil {

@@ -77,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ACopysRetryWaitsForTheLiveHolder", func(t *testing.T) { copysRetryWaits(t, h) })
 	t.Run("RetryableFailureWaitsItsBackoff", func(t *testing.T) { retryBackoff(t, h) })
 	t.Run("FinishHoldIsFencedAndBounded", func(t *testing.T) { finishHold(t, h) })
+	t.Run("KeysAreOneRuleOnEveryStore", func(t *testing.T) { keyRule(t, h) })
 	t.Run("RunReplaysTypedResults", func(t *testing.T) { runTyped(t, h) })
 	t.Run("RunKeepsA1MiBResultByReference", func(t *testing.T) { runLarge(t, h) })
 	t.Run("WaitInFlightAnswersTheOwnersResult", func(t *testing.T) { waitInFlight(t, h) })

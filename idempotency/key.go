@@ -1,0 +1,33 @@
+package idempotency
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/idempotency/driver"
+)
+
+// maxKey is the longest key: MySQL's request_id is VARCHAR(64), counted in
+// characters, so any key of at most 64 bytes fits every store.
+const maxKey = 64
+
+// checkKey is the one key rule of every store (docs/library.md, "Keys"):
+// bbolt compares bytes, while MySQL's utf8mb4_bin is PAD SPACE ("k" and
+// "k " are one key there) and answers invalid UTF-8 with an error that
+// would be retried forever. A key no store could tell apart from another,
+// or that one store refuses, is refused here, before any store sees it.
+func checkKey(key string) error {
+	switch {
+	case key == "" || len(key) > maxKey:
+		return fmt.Errorf("%w: a key is 1 to %d bytes, got %d", driver.ErrInvalid, maxKey, len(key))
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: the key %q is not valid UTF-8", driver.ErrInvalid, key)
+	case strings.HasSuffix(key, " "):
+		return fmt.Errorf("%w: the key %q ends in a space", driver.ErrInvalid, key)
+	case strings.ContainsFunc(key, unicode.IsControl):
+		return fmt.Errorf("%w: the key %q holds a control character", driver.ErrInvalid, key)
+	}
+	return nil
+}
