@@ -205,3 +205,40 @@ func TestWrapResponseHook(t *testing.T) {
 		t.Fatalf("%+v / %+v %v / %v, hooks %d", first, second, err2, err3, hooks.Load())
 	}
 }
+
+// Cart is an event whose optional list is nil when absent.
+type Cart struct {
+	CartID string   `json:"cart_id"`
+	Items  []string `json:"items"`
+}
+
+// What an event's key selects, case by case: a selected object may hold a
+// null (a nil slice), a multi-select's members may not.
+func TestWrapKeySelection(t *testing.T) {
+	for _, c := range []struct {
+		name, expr string
+		event      Cart
+		nothing    bool
+	}{
+		{"the whole event, a nil slice in it", "@", Cart{CartID: "c-1"}, false},
+		{"a list with the nil slice as a member", "[cart_id, items]", Cart{CartID: "c-1"}, true},
+		{"a list, all there", "[cart_id, items]", Cart{CartID: "c-1", Items: []string{"a"}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key, err := fcwrap.JMESPath[Cart](c.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var runs atomic.Int32
+			h := fcwrap.Wrap(engine(t), key, func(context.Context, Cart) (string, error) { runs.Add(1); return "ok", nil })
+			_, err = h(fc("r1", 0), c.event)
+			var ie *idempotency.Error
+			switch {
+			case c.nothing && (!errors.Is(err, keys.ErrNothingSelected) || !errors.As(err, &ie) || ie.Retryable() || runs.Load() != 0):
+				t.Fatalf("%v, runs %d: want FINAL, nothing selected", err, runs.Load())
+			case !c.nothing && (err != nil || runs.Load() != 1):
+				t.Fatalf("%v, runs %d", err, runs.Load())
+			}
+		})
+	}
+}

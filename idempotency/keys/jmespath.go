@@ -28,6 +28,7 @@ var (
 type JMESPath struct {
 	src  string
 	prog jmespath.JMESPath
+	top  parsing.ASTNode // what yields the result (selectsNothing)
 }
 
 // CompileJMESPath compiles expr once, at start (an error wraps
@@ -48,7 +49,7 @@ func CompileJMESPath(expr string) (*JMESPath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %v", ErrBadExpression, src, err)
 	}
-	return &JMESPath{src: src, prog: prog}, nil
+	return &JMESPath{src: src, prog: prog, top: yields(ast)}, nil
 }
 
 // builtins are the functions an expression may call, by name.
@@ -106,9 +107,11 @@ func (j *JMESPath) String() string { return j.src }
 
 // Select evaluates the expression over a decoded JSON document (DecodeJSON).
 // Nothing selected is ErrNothingSelected: a null result, an empty array or
-// object, or a multi-select with a null member ([tenant_id, input.order_id]
-// where one is absent) — a key that silently ignored a missing field would
-// merge unrelated events.
+// object, or — when the expression is a multi-select, as written — one with
+// a null member ([tenant_id, input.order_id] where one is absent; nested
+// multi-selects alike): a key that silently ignored a missing field would
+// merge unrelated events. A selected object or array holding a null is a
+// value (input, @).
 func (j *JMESPath) Select(doc any) (v any, err error) {
 	defer func() { // the library is third-party: a panic on odd input is an error, never a crash
 		if p := recover(); p != nil {
@@ -119,32 +122,79 @@ func (j *JMESPath) Select(doc any) (v any, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("keys: %q: %w", j.src, err)
 	}
-	if selectsNothing(v) {
+	if selectsNothing(v, j.top) {
 		return nil, fmt.Errorf("%w: %q", ErrNothingSelected, j.src)
 	}
 	return v, nil
 }
 
-func selectsNothing(v any) bool {
-	switch c := v.(type) {
-	case nil:
+// selectsNothing decides by the expression's shape, not the value's: a
+// multi-select (n, as yields gives it) is nothing when a member is, each
+// member judged by its own shape, so [tenant_id, input.[order_id, line_id]]
+// needs all three; any other expression only when its value is null or
+// empty, so input over {"order_id":"o-1","coupon":null} is a selection. A
+// multi-select under a projection or a function is a value like any other.
+func selectsNothing(v any, n parsing.ASTNode) bool {
+	if v == nil {
 		return true
+	}
+	switch c := v.(type) {
 	case []any:
-		for _, e := range c {
-			if e == nil {
-				return true
+		if n.NodeType == parsing.ASTMultiSelectList && len(n.Children) == len(c) {
+			for i, m := range c {
+				if memberNothing(m, yields(n.Children[i])) {
+					return true
+				}
 			}
 		}
 		return len(c) == 0
 	case map[string]any:
-		for _, e := range c {
-			if e == nil {
-				return true
+		if n.NodeType == parsing.ASTMultiSelectHash {
+			for k, kv := range pairs(n) {
+				if memberNothing(c[k], yields(kv)) {
+					return true
+				}
 			}
 		}
 		return len(c) == 0
 	}
 	return false
+}
+
+// memberNothing: a multi-select's member is nothing when it is null or is
+// itself a multi-select with a member that is nothing.
+func memberNothing(v any, n parsing.ASTNode) bool {
+	switch n.NodeType {
+	case parsing.ASTMultiSelectList, parsing.ASTMultiSelectHash:
+		return selectsNothing(v, n)
+	}
+	return v == nil
+}
+
+// yields is the node whose value an expression's result is: the right-hand
+// side of a.b, a | b and let … in b, however deep.
+func yields(n parsing.ASTNode) parsing.ASTNode {
+	for len(n.Children) == 2 {
+		switch n.NodeType {
+		case parsing.ASTSubexpression, parsing.ASTPipe, parsing.ASTLetExpression:
+			n = n.Children[1]
+			continue
+		}
+		break
+	}
+	return n
+}
+
+// pairs are a multi-select hash's members by name, the last of a repeated
+// name winning as it does in the result.
+func pairs(n parsing.ASTNode) map[string]parsing.ASTNode {
+	m := make(map[string]parsing.ASTNode, len(n.Children))
+	for _, kv := range n.Children {
+		if name, ok := kv.Value.(string); ok && len(kv.Children) == 1 {
+			m[name] = kv.Children[0]
+		}
+	}
+	return m
 }
 
 // Hash is hex(sha256(JCS({"jmespath": <expression>, "value": <selection>})))

@@ -103,6 +103,41 @@ func TestFromJMESPathRefuses(t *testing.T) {
 	}
 }
 
+// Nothing is decided by the expression's shape: a multi-select's members
+// must each be there (nested multi-selects' too), while a selected object or
+// array may hold a null.
+func TestJMESPathNothingIsByShape(t *testing.T) {
+	doc := `{"tenant_id":"t","input":{"order_id":"o-1","coupon":null,"tags":["a",null],"lines":[{"sku":"s"}]}}`
+	for _, c := range []struct {
+		name, expr string
+		nothing    bool
+	}{
+		{"an object with a null member", "input", false},
+		{"an array with a null element", "input.tags", false},
+		{"the whole document", "@", false},
+		{"an object with a null member, piped", "@ | input", false},
+		{"a list whose member holds a null", "[tenant_id, input]", false},
+		{"a nested list with a member absent", "[tenant_id, input.[order_id, line_id]]", true},
+		{"a nested list, all there", "[tenant_id, input.[order_id, coupon_id || 'none']]", false},
+		{"a nested hash with a member absent", "{t: tenant_id, o: input.{id: order_id, line: line_id}}", true},
+		{"a list in a hash with a member absent", "{t: tenant_id, o: [input.order_id, input.line_id]}", true},
+		{"a list after a subexpression, a member absent", "input.[order_id, line_id]", true},
+		{"a list after a pipe, a member absent", "input | [order_id, line_id]", true},
+		{"a list under let, a member absent", "let $t = tenant_id in [$t, input.line_id]", true},
+		{"the parent of a nested list absent", "[tenant_id, missing.[a, b]]", true},
+		{"a list indexed: a value", "[input.coupon, tenant_id][1]", false},
+		{"a projection of lists: a value", "input.lines[*].[sku, qty]", false},
+		{"a hash with a repeated name, the last present", "{a: input.line_id, a: tenant_id}", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := FromJMESPath([]byte(doc), c.expr)
+			if errors.Is(err, ErrNothingSelected) != c.nothing || (err != nil && !errors.Is(err, ErrNothingSelected)) {
+				t.Fatalf("%v, want nothing %v", err, c.nothing)
+			}
+		})
+	}
+}
+
 func FuzzJMESPathSelect(f *testing.F) {
 	f.Add(`{"a":{"b":[1,2]}}`, "a.b[0]")
 	f.Add(`{"a":1}`, "@(foo)") // panicked in jmespath/go-jmespath v0.4.0
