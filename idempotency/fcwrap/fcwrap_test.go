@@ -158,9 +158,15 @@ func TestWrapClassifiesErrors(t *testing.T) {
 func TestWrapRefusesWhatHasNoKey(t *testing.T) {
 	var runs atomic.Int32
 	h := fcwrap.Wrap(engine(t), orderKey(t), counting(&runs, nil))
-	_, err := h(fc("r1", 0), Order{TenantID: "t"}) // no order_id: [tenant_id, order_id] selects ""… not nothing
-	if err != nil {
-		t.Fatalf("an empty string is a value: %v", err)
+	// No order_id: FC decoded {"orderId":"A-1"} and {"orderId":"B-2"} alike,
+	// and [tenant_id, order_id] selects [t, ""] for both — one key for two
+	// orders (B answered with A's receipt) unless "" is nothing.
+	for _, o := range []Order{{TenantID: "t", Amount: 1}, {TenantID: "t", Amount: 2}} {
+		_, err := h(fc("r1", 0), o)
+		var ie *idempotency.Error
+		if !errors.Is(err, keys.ErrNothingSelected) || !errors.As(err, &ie) || ie.Code != "invalid_request" || ie.Retryable() || runs.Load() != 0 {
+			t.Fatalf("an absent string field: %v, runs %d", err, runs.Load())
+		}
 	}
 	raw, err := fcwrap.JMESPath[json.RawMessage]("detail.order_id")
 	if err != nil {
@@ -169,7 +175,7 @@ func TestWrapRefusesWhatHasNoKey(t *testing.T) {
 	hr := fcwrap.Wrap(engine(t), raw, func(context.Context, json.RawMessage) (string, error) { runs.Add(1); return "ran", nil })
 	_, err = hr(fc("r2", 0), json.RawMessage(`{"detail":{}}`))
 	var ie *idempotency.Error
-	if !errors.As(err, &ie) || ie.Code != "invalid_request" || ie.Retryable() || !errors.Is(err, keys.ErrNothingSelected) || runs.Load() != 1 {
+	if !errors.As(err, &ie) || ie.Code != "invalid_request" || ie.Retryable() || !errors.Is(err, keys.ErrNothingSelected) || runs.Load() != 0 {
 		t.Fatalf("selects nothing: %v, runs %d", err, runs.Load())
 	}
 	if _, err := fcwrap.JMESPath[Order]("nope(order_id)"); !errors.Is(err, keys.ErrBadExpression) {
@@ -177,7 +183,7 @@ func TestWrapRefusesWhatHasNoKey(t *testing.T) {
 	}
 	for _, k := range []string{"", strings.Repeat("k", 65)} {
 		bad := fcwrap.Wrap(engine(t), func(Order) (string, error) { return k, nil }, counting(&runs, nil))
-		if _, err := bad(fc("r3", 0), Order{}); !errors.As(err, &ie) || ie.Code != "invalid_request" || runs.Load() != 1 {
+		if _, err := bad(fc("r3", 0), Order{}); !errors.As(err, &ie) || ie.Code != "invalid_request" || runs.Load() != 0 {
 			t.Fatalf("key of %d bytes: %v", len(k), err)
 		}
 	}
@@ -223,6 +229,9 @@ func TestWrapKeySelection(t *testing.T) {
 		{"the whole event, a nil slice in it", "@", Cart{CartID: "c-1"}, false},
 		{"a list with the nil slice as a member", "[cart_id, items]", Cart{CartID: "c-1"}, true},
 		{"a list, all there", "[cart_id, items]", Cart{CartID: "c-1", Items: []string{"a"}}, false},
+		{"an absent string field", "cart_id", Cart{Items: []string{"a"}}, true},
+		{"a list with an absent string field", "[cart_id, items]", Cart{Items: []string{"a"}}, true},
+		{"the whole event, an absent string field in it", "@", Cart{Items: []string{"a"}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			key, err := fcwrap.JMESPath[Cart](c.expr)

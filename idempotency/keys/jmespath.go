@@ -106,12 +106,12 @@ func arity(lo, hi int) string {
 func (j *JMESPath) String() string { return j.src }
 
 // Select evaluates the expression over a decoded JSON document (DecodeJSON).
-// Nothing selected is ErrNothingSelected: a null result, an empty array or
-// object, or — when the expression is a multi-select, as written — one with
-// a null member ([tenant_id, input.order_id] where one is absent; nested
-// multi-selects alike): a key that silently ignored a missing field would
-// merge unrelated events. A selected object or array holding a null is a
-// value (input, @).
+// Nothing selected is ErrNothingSelected: a null result, "", an empty
+// array or object, or — when the expression is a multi-select, as written —
+// one with a null or "" member ([tenant_id, input.order_id] where one is
+// absent; nested multi-selects alike): a key that silently ignored a
+// missing field would merge unrelated events. A selected object or array
+// holding a null or "" is a value (input, @).
 func (j *JMESPath) Select(doc any) (v any, err error) {
 	defer func() { // the library is third-party: a panic on odd input is an error, never a crash
 		if p := recover(); p != nil {
@@ -157,18 +157,22 @@ func selectsNothing(v any, n parsing.ASTNode) bool {
 			}
 		}
 		return len(c) == 0
+	case string:
+		return c == ""
 	}
 	return false
 }
 
-// memberNothing: a multi-select's member is nothing when it is null or is
-// itself a multi-select with a member that is nothing.
+// memberNothing: a multi-select's member is nothing when it is null or ""
+// or is itself a multi-select with a member that is nothing. "" is absent
+// as a typed event says it (encoding/json writes a missing string field
+// so), and Powertools treats an empty key as a missing one.
 func memberNothing(v any, n parsing.ASTNode) bool {
 	switch n.NodeType {
 	case parsing.ASTMultiSelectList, parsing.ASTMultiSelectHash:
 		return selectsNothing(v, n)
 	}
-	return v == nil
+	return v == nil || v == ""
 }
 
 // yields is the node whose value an expression's result is: the right-hand

@@ -76,6 +76,10 @@ func TestFromJMESPathRefuses(t *testing.T) {
 		{"one of a list absent", doc, "[tenant_id, input.missing]", ErrNothingSelected},
 		{"one of a hash absent", doc, "{t: tenant_id, o: input.missing}", ErrNothingSelected},
 		{"filter matching nothing", `{"a":[{"x":1}]}`, "a[?x == `2`]", ErrNothingSelected},
+		{"an empty string", `{"a":""}`, "a", ErrNothingSelected},
+		{"one of a list an empty string", `{"t":"t","o":""}`, "[t, o]", ErrNothingSelected},
+		{"one of a hash an empty string", `{"t":"t","o":""}`, "{t: t, o: o}", ErrNothingSelected},
+		{"one of a nested list an empty string", `{"t":"t","in":{"o":"o-1","l":""}}`, "[t, in.[o, l]]", ErrNothingSelected},
 		{"syntax error", doc, "input.[", ErrBadExpression},
 		{"unknown function", doc, "nope(input)", ErrBadExpression},
 		{"empty expression", doc, "  ", ErrBadExpression},
@@ -113,6 +117,7 @@ func TestJMESPathNothingIsByShape(t *testing.T) {
 		nothing    bool
 	}{
 		{"an object with a null member", "input", false},
+		{"an object with an empty string", "input.lines[0] | {sku: sku, note: ''} | @", false},
 		{"an array with a null element", "input.tags", false},
 		{"the whole document", "@", false},
 		{"an object with a null member, piped", "@ | input", false},
