@@ -11,12 +11,16 @@ package fcwrap
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/aliyun/fc-runtime-go-sdk/fccontext"
 
 	"github.com/idemgate/idemgate/idempotency"
+	"github.com/idemgate/idemgate/idempotency/jcs"
 	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
@@ -153,15 +157,33 @@ func claim[E any](ctx context.Context, e E, key Key[E], payload func(E) (string,
 	return req, nil
 }
 
-// fingerprint is the default payload hash: the whole event, canonical.
+// fingerprint is the default payload hash: the whole event, canonical. A
+// typed event that JCS refuses for a number a double cannot hold (an int64
+// id over 2^53) is hashed as encoding/json wrote it instead: exact, one
+// text per Go value, and never another event's canonical text, which holds
+// no such number. An event given as JSON text may be spelled otherwise on
+// its next delivery, so it stays refused (narrow it: WithPayloadJMESPath).
 func fingerprint[E any](e E) (string, error) {
 	b, err := raw(e)
 	if err != nil {
 		return "", err
 	}
 	fp, err := keys.Fingerprint(b)
+	if errors.Is(err, jcs.ErrNumber) && !isText(e) {
+		h := sha256.Sum256(b)
+		return hex.EncodeToString(h[:]), nil
+	}
 	if err != nil {
 		return "", idempotency.Final("invalid_request", err)
 	}
 	return fp, nil
+}
+
+// isText reports whether e is JSON text as it came (raw keeps it as is).
+func isText[E any](e E) bool {
+	switch any(e).(type) {
+	case json.RawMessage, []byte:
+		return true
+	}
+	return false
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/fcwrap"
+	"github.com/idemgate/idemgate/idempotency/jcs"
 	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
@@ -247,6 +248,60 @@ func TestWrapKeySelection(t *testing.T) {
 				t.Fatalf("%v, runs %d: want FINAL, nothing selected", err, runs.Load())
 			case !c.nothing && (err != nil || runs.Load() != 1):
 				t.Fatalf("%v, runs %d", err, runs.Load())
+			}
+		})
+	}
+}
+
+// Account is an event with an id a double cannot hold.
+type Account struct {
+	OrderID string `json:"order_id"`
+	UserID  int64  `json:"user_id"`
+}
+
+// The number rule is for what the key and the payload select: a typed
+// event's int64 over 2^53 elsewhere runs, and the default payload (the
+// whole event) keeps it exact, so its neighbour is another payload.
+func TestWrapNumberRuleIsForTheSelection(t *testing.T) {
+	const id = 1<<53 + 1 // 9007199254740993: a double holds only its neighbour 2^53
+	for _, c := range []struct {
+		name, key, payload string
+		refused            bool
+		neighbour          error // the same order with user 2^53: what it is answered
+	}{
+		{"unselected, the default payload", "order_id", "", false, idempotency.ErrPayloadMismatch},
+		{"unselected by both", "order_id", "order_id", false, nil},
+		{"selected by the key", "user_id", "", true, nil},
+		{"a member of the key", "[order_id, user_id]", "", true, nil},
+		{"selected by the payload", "order_id", "[order_id, user_id]", true, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key, err := fcwrap.JMESPath[Account](c.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opts []fcwrap.Option[Account, string]
+			if c.payload != "" {
+				p, err := fcwrap.WithPayloadJMESPath[Account, string](c.payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts = append(opts, p)
+			}
+			var runs atomic.Int32
+			h := fcwrap.Wrap(engine(t), key, func(context.Context, Account) (string, error) { runs.Add(1); return "ok", nil }, opts...)
+			_, err = h(fc("r1", 0), Account{OrderID: "o-1", UserID: id})
+			var ie *idempotency.Error
+			if c.refused {
+				if !errors.Is(err, jcs.ErrNumber) || !errors.As(err, &ie) || ie.Code != "invalid_request" || ie.Retryable() || runs.Load() != 0 {
+					t.Fatalf("%v, runs %d: want FINAL invalid_request naming the number", err, runs.Load())
+				}
+				return
+			}
+			_, err2 := h(fc("r2", 0), Account{OrderID: "o-1", UserID: id})
+			_, err3 := h(fc("r3", 0), Account{OrderID: "o-1", UserID: 1 << 53})
+			if err != nil || err2 != nil || !errors.Is(err3, c.neighbour) || runs.Load() != 1 {
+				t.Fatalf("%v / repeat %v / neighbour %v, runs %d", err, err2, err3, runs.Load())
 			}
 		})
 	}

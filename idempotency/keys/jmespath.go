@@ -26,9 +26,10 @@ var (
 
 // JMESPath is a compiled expression; safe for concurrent use.
 type JMESPath struct {
-	src  string
-	prog jmespath.JMESPath
-	top  parsing.ASTNode // what yields the result (selectsNothing)
+	src      string
+	prog     jmespath.JMESPath
+	top      parsing.ASTNode // what yields the result (selectsNothing)
+	computes bool            // it compares, calls or does arithmetic (precise)
 }
 
 // CompileJMESPath compiles expr once, at start (an error wraps
@@ -49,7 +50,7 @@ func CompileJMESPath(expr string) (*JMESPath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %v", ErrBadExpression, src, err)
 	}
-	return &JMESPath{src: src, prog: prog, top: yields(ast)}, nil
+	return &JMESPath{src: src, prog: prog, top: yields(ast), computes: computes(ast)}, nil
 }
 
 // builtins are the functions an expression may call, by name.
@@ -121,6 +122,9 @@ func (j *JMESPath) Select(doc any) (v any, err error) {
 	v, err = j.prog.Search(doc)
 	if err != nil {
 		return nil, fmt.Errorf("keys: %q: %w", j.src, err)
+	}
+	if err := j.precise(doc, v); err != nil {
+		return nil, err
 	}
 	if selectsNothing(v, j.top) {
 		return nil, fmt.Errorf("%w: %q", ErrNothingSelected, j.src)
@@ -215,11 +219,14 @@ func (j *JMESPath) Hash(doc any) (string, error) {
 
 // DecodeJSON decodes a JSON document for Select and Hash; numbers become
 // float64, as JMESPath compares them and as JCS writes them. A document JCS
-// refuses is refused here (ErrInvalidField): a number a double cannot hold
-// exactly (12345678901234567890) would otherwise select as its neighbour
-// and merge two keys.
+// refuses is refused here (ErrInvalidField), but for a number a double
+// cannot hold exactly (12345678901234567890): that one is refused only
+// where Select selects it, or computes over a document holding it (it would
+// otherwise select as its neighbour and merge two keys).
 func DecodeJSON(doc []byte) (any, error) {
-	if _, err := jcs.Canonicalize(doc); err != nil {
+	if _, err := jcs.Canonicalize(doc); errors.Is(err, jcs.ErrNumber) {
+		return decodeImprecise(doc)
+	} else if err != nil {
 		return nil, fieldError("document", err)
 	}
 	var v any

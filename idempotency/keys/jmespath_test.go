@@ -143,6 +143,44 @@ func TestJMESPathNothingIsByShape(t *testing.T) {
 	}
 }
 
+// The number rule is for what is selected: a number a double cannot hold
+// is refused where the expression selects it, or computes over a document
+// holding it, and nowhere else; the document's other rules still hold.
+func TestJMESPathNumberRuleIsForTheSelection(t *testing.T) {
+	const big = `12345678901234567891`
+	for _, c := range []struct {
+		name, doc, expr string
+		refused         bool
+	}{
+		{"not selected", `{"o":"o-1","user":` + big + `}`, "o", false},
+		{"not selected, beyond a double", `{"o":"o-1","user":1e400}`, "o", false},
+		{"not selected, in a list", `{"o":"o-1","ids":[1,` + big + `]}`, "[o, ids[0]]", false},
+		{"selected", `{"o":"o-1","user":` + big + `}`, "user", true},
+		{"selected, beyond a double", `{"o":"o-1","user":1e400}`, "user", true},
+		{"a member of a multi-select", `{"o":"o-1","user":` + big + `}`, "[o, user]", true},
+		{"inside a selected object", `{"in":{"o":"o-1","user":` + big + `}}`, "in", true},
+		{"inside the whole document", `{"o":"o-1","user":` + big + `}`, "@", true},
+		{"projected", `{"l":[{"u":` + big + `}]}`, "l[*].u", true},
+		{"compared in a filter", `{"l":[{"u":` + big + `,"s":"a"}]}`, "l[?u > `1`].s", true},
+		{"a function, elsewhere in the document", `{"o":"o-1","user":` + big + `}`, "length(o)", true},
+		{"invalid UTF-8 elsewhere", "{\"o\":\"o-1\",\"user\":" + big + ",\"s\":\"\xff\"}", "o", true},
+		{"a repeated name elsewhere", `{"o":"o-1","user":` + big + `,"s":1,"s":2}`, "o", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := FromJMESPath([]byte(c.doc), c.expr)
+			if c.refused != (err != nil) || (err != nil && !errors.Is(err, ErrInvalidField)) {
+				t.Fatalf("%q, %v; want refused %v (ErrInvalidField)", k, err, c.refused)
+			}
+		})
+	}
+	// Unselected, it changes nothing: the key is the one without it.
+	a, _ := FromJMESPath([]byte(`{"o":"o-1","user":`+big+`}`), "o")
+	b, _ := FromJMESPath([]byte(`{"o":"o-1"}`), "o")
+	if a != b || a == "" {
+		t.Fatalf("%q != %q", a, b)
+	}
+}
+
 func FuzzJMESPathSelect(f *testing.F) {
 	f.Add(`{"a":{"b":[1,2]}}`, "a.b[0]")
 	f.Add(`{"a":1}`, "@(foo)") // panicked in jmespath/go-jmespath v0.4.0
