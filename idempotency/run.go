@@ -1,10 +1,12 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/idemgate/idemgate/idempotency/driver"
@@ -16,11 +18,14 @@ import (
 func WithBlobStore(b driver.BlobStore) Option { return func(o *options) { o.blobs = b } }
 
 // Run is [Engine.Do] for a typed result: fn's T is stored as JSON and every
-// later delivery gets the same T back, zero values and empty results
-// included. A result too large for the record is kept in the blob store
-// ([WithBlobStore]) under a key of its own per fence, so a stale worker's
-// copy never replaces the winner's. Errors are Do's; a stored result that
-// no longer decodes into T is a FINAL result_unreadable error.
+// delivery, the first included, gets the T that JSON decodes back (numbers
+// in an any as json.Number, exact), zero values and empty results included.
+// A T that does not decode back (an interface field) is FINAL
+// result_unencodable before it is stored, so no repeat meets it. A result
+// too large for the record is kept in the blob store ([WithBlobStore])
+// under a key of its own per fence, so a stale worker's copy never replaces
+// the winner's. Errors are Do's; a stored result that no longer decodes
+// into T is a FINAL result_unreadable error.
 func Run[T any](ctx context.Context, e *Engine, req ClaimRequest, fn func(ctx context.Context, l *Lease) (T, error)) (T, Outcome, error) {
 	var fresh T
 	ran := false
@@ -29,14 +34,15 @@ func Run[T any](ctx context.Context, e *Engine, req ClaimRequest, fn func(ctx co
 		if err != nil {
 			return "", err
 		}
-		fresh, ran = v, true
-		return e.encodeResult(ctx, l, v)
+		ref, back, err := encodeResult(ctx, e, l, v)
+		fresh, ran = back, err == nil
+		return ref, err
 	})
 	if err != nil || out.Status != driver.StatusSucceeded {
 		var zero T
 		return zero, out, err
 	}
-	if ran { // fn's own result is the one recorded
+	if ran { // fn's result as the record gives it back
 		return fresh, out, nil
 	}
 	v, err := decodeResult[T](ctx, e, out.ResultRef)
@@ -49,23 +55,44 @@ const (
 	blobPrefix   = "blob:"
 )
 
-func (e *Engine) encodeResult(ctx context.Context, l *Lease, v any) (string, error) {
+// encodeResult is v's reference and the T it decodes back to: what every
+// repeat will get, so the first delivery gets it too.
+func encodeResult[T any](ctx context.Context, e *Engine, l *Lease, v T) (string, T, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return "", Final("result_unencodable", fmt.Errorf("result is not JSON: %w", err))
+		return "", v, Final("result_unencodable", fmt.Errorf("result is not JSON: %w", err))
+	}
+	back, err := unmarshal[T](data)
+	if err != nil {
+		return "", v, Final("result_unencodable", fmt.Errorf("result does not decode back into %T: %w", v, err))
 	}
 	if ref := inlinePrefix + string(data); len(ref) <= driver.MaxResultRef {
-		return ref, nil
+		return ref, back, nil
 	}
 	if e.o.blobs == nil {
-		return "", Final(resultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (give the engine a blob store)",
+		return "", v, Final(resultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (give the engine a blob store)",
 			len(data), driver.MaxResultRef))
 	}
 	key := fmt.Sprintf("idempotency-results/%s/fence-%d.json", l.Key, l.Fence)
 	if err := e.o.blobs.Put(ctx, key, data); err != nil {
-		return "", Retryable("blob_unavailable", fmt.Errorf("store the result: %w", err))
+		return "", v, Retryable("blob_unavailable", fmt.Errorf("store the result: %w", err))
 	}
-	return blobPrefix + key, nil
+	return blobPrefix + key, back, nil
+}
+
+// unmarshal decodes one JSON value into T, numbers in an any as
+// json.Number: a float64 would turn 9007199254740993 into its neighbour.
+func unmarshal[T any](data []byte) (T, error) {
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return v, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return v, errors.New("data after the value")
+	}
+	return v, nil
 }
 
 func decodeResult[T any](ctx context.Context, e *Engine, ref string) (T, error) {
@@ -83,7 +110,8 @@ func decodeResult[T any](ctx context.Context, e *Engine, ref string) (T, error) 
 	default:
 		return v, Final("result_unreadable", errors.New("the stored result was not written by Run (or the blob store is missing)"))
 	}
-	if err := json.Unmarshal(data, &v); err != nil {
+	v, err := unmarshal[T](data)
+	if err != nil {
 		return v, Final("result_unreadable", fmt.Errorf("the stored result does not decode: %w", err))
 	}
 	return v, nil

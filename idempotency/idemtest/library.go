@@ -2,6 +2,7 @@ package idemtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -75,7 +76,7 @@ func runTyped(t *testing.T, h Harness) {
 		})
 	}
 	cases := []any{false, 0, "", []int{}, []int(nil), map[string]int{}, payload{}, payload{Name: "n", Items: []string{"a"}, N: 3},
-		&payload{Name: "pointer"}}
+		&payload{Name: "pointer"}, map[string]any{"user": json.Number("9007199254740993")}} // 2^53+1: exact, not a float64
 	for _, v := range cases {
 		check(fmt.Sprintf("%T(%v)", v, v), v, func(r idempotency.ClaimRequest) (any, idempotency.Outcome, error) {
 			return runAs(e, r, v)
@@ -102,6 +103,8 @@ func runAs(e *idempotency.Engine, r idempotency.ClaimRequest, v any) (any, idemp
 		return idempotency.Run(ctx, e, r, func(context.Context, *idempotency.Lease) (payload, error) { return v, nil })
 	case *payload:
 		return idempotency.Run(ctx, e, r, func(context.Context, *idempotency.Lease) (*payload, error) { return v, nil })
+	case map[string]any:
+		return idempotency.Run(ctx, e, r, func(context.Context, *idempotency.Lease) (map[string]any, error) { return v, nil })
 	}
 	panic(fmt.Sprintf("no case for %T", v))
 }
