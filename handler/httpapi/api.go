@@ -96,7 +96,14 @@ func (a *API) submit(ctx context.Context, w http.ResponseWriter, r *http.Request
 		idemhttp.WriteProblem(w, *p)
 		return
 	}
-	o := a.Pipeline.Submit(ctx, body, key, meta)
+	// A client that hangs up must not cancel its own task midway: its retry
+	// would take the lease over and run the model again. FC's deadline holds.
+	run, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok {
+		run, cancel = context.WithDeadline(run, dl)
+	}
+	defer cancel()
+	o := a.Pipeline.Submit(run, body, key, meta)
 	if o.ErrorType == "" && o.Status != string(driver.StatusRunning) {
 		writeOutcome(w, o)
 		return
@@ -105,10 +112,17 @@ func (a *API) submit(ctx context.Context, w http.ResponseWriter, r *http.Request
 }
 
 func writeOutcome(w http.ResponseWriter, o handler.Outcome) {
-	if o.Duplicate {
+	if replayed(o) {
 		w.Header().Set(idemhttp.HeaderReplayed, "true")
 	}
 	writeJSON(w, http.StatusOK, o)
+}
+
+// replayed: the answer was taken from the key's record. A takeover or the
+// same request's own later try ran the task again (docs/api.md).
+func replayed(o handler.Outcome) bool {
+	d := driver.Decision(o.Decision)
+	return o.Duplicate && d != driver.DecisionTakeover && d != driver.DecisionRepeatSame
 }
 
 // problemOf maps a task's failed or in-flight outcome to its answer.
@@ -132,7 +146,7 @@ func (a *API) problemOf(ctx context.Context, o handler.Outcome) idemhttp.Problem
 		return p
 	}
 	return idemhttp.Problem{Type: TypeTaskFailed, Title: "The task failed for good", Status: http.StatusUnprocessableEntity,
-		Code: o.ErrorType, Detail: o.ErrorMessage, Replayed: o.Duplicate}
+		Code: o.ErrorType, Detail: o.ErrorMessage, Replayed: replayed(o)}
 }
 
 func (a *API) state(ctx context.Context, w http.ResponseWriter, r *http.Request, id string) {

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -96,5 +97,33 @@ func TestRoutes(t *testing.T) {
 				t.Fatalf("problem %v, want %s", m, c.typ)
 			}
 		})
+	}
+}
+
+// A client that hangs up (its request's context ends) does not cancel its
+// task: the task runs to its end, and a retry is answered from the record
+// instead of taking the lease over and running the model again.
+func TestHangUpDoesNotCancelTheTask(t *testing.T) {
+	env := map[string]string{"STATE_DIR": t.TempDir(), "LLM_MODEL": config.OfflineModel}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	a, err := app.Open(cfg, log, &logx.Redactor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	h := &httpapi.API{Pipeline: a.Pipeline, Log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the client has gone before the task starts
+	r := httptest.NewRequest(http.MethodPost, "/tasks", strings.NewReader(task))
+	r.Header.Set(idemhttp.HeaderKey, `"hang-up-1"`)
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.Serve(ctx, w, r, handler.Meta{RequestID: "req-hang-up", RetryCount: -1})
+	if w.Code != http.StatusOK || w.Header().Get(idemhttp.HeaderReplayed) != "" {
+		t.Fatalf("a task whose client hung up answered %d (replayed %q): %s", w.Code, w.Header().Get(idemhttp.HeaderReplayed), w.Body)
 	}
 }
