@@ -11,9 +11,10 @@ import (
 )
 
 // keyFingerprint is the fingerprint of t's data when K is to be derived
-// from it (KEY_FALLBACK=fingerprint and no tenant_id or operation), else "".
+// from it (KEY_FALLBACK=fingerprint and no tenant_id, or neither operation
+// nor idempotency_key), else "".
 func (p *Pipeline) keyFingerprint(t *event.Task) (string, error) {
-	if !p.KeyFallback || (t.TenantID != "" && t.Operation != "") {
+	if !p.KeyFallback || (t.TenantID != "" && (t.Operation != "" || t.IdempotencyKey != "")) {
 		return "", nil
 	}
 	fp, err := keys.Fingerprint(t.Data)
@@ -24,14 +25,20 @@ func (p *Pipeline) keyFingerprint(t *event.Task) (string, error) {
 }
 
 // deriveKey derives K, input_version and payload_hash of a task event. An
-// event without tenant_id or operation (accepted only under
+// event without tenant_id or operation (accepted only when lenient, under
 // KEY_FALLBACK=fingerprint), or one given keyFP (a KEY_JMESPATH that selected
 // nothing, under the same setting), is keyed by keyFP, the fingerprint of its
-// data: the same action only when the data is the same.
-func deriveKey(t *event.Task, keyFP string) (keys.Derived, error) {
+// data: the same action only when the data is the same. Under the same
+// setting an explicit idempotency_key still names the action when only
+// operation is missing: the producer said which action it is, and a
+// fingerprint would make a copy with another timestamp another task.
+func deriveKey(t *event.Task, keyFP string, lenient bool) (keys.Derived, error) {
 	f := keys.Fields{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation, Input: t.Input,
 		InputVersion: t.InputVersion, IdempotencyKey: t.IdempotencyKey}
-	fallback := t.TenantID == "" || t.Operation == "" || keyFP != ""
+	if lenient && keyFP == "" && t.TenantID != "" && t.Operation == "" && t.IdempotencyKey != "" {
+		f.Operation = "-" // K needs none; the payload hash names the missing operation "-"
+	}
+	fallback := t.TenantID == "" || f.Operation == "" || keyFP != ""
 	if fallback {
 		f.TenantID, f.Operation = "-", "-" // placeholders: only input_version is taken from this derivation
 	}
@@ -61,6 +68,26 @@ type KeyRules struct {
 	fallback     bool
 }
 
+// keying is how a delivery's K is derived: by the deployment's rules from
+// the event (live), or as its stored input recorded it (a re-drive, which
+// must find the key the record holds whatever the deployment says now and
+// whatever data the rebuilt event carries: its fingerprint is not the
+// original data's).
+type keying struct {
+	rules  KeyRules
+	keyFP  string // stored: the fingerprint K came from, or ""
+	stored bool
+}
+
+// liveKeying derives K by the deployment's rules.
+func (p *Pipeline) liveKeying() keying { return keying{rules: p.keyRules()} }
+
+// keying is how in's K was derived.
+func (in storedInput) keying() (keying, error) {
+	r, err := storedRules(in)
+	return keying{rules: r, keyFP: in.KeyFingerprint, stored: true}, err
+}
+
 // keyRules are p.Keys with the pipeline's KEY_FALLBACK.
 func (p *Pipeline) keyRules() KeyRules {
 	r := p.Keys
@@ -70,8 +97,11 @@ func (p *Pipeline) keyRules() KeyRules {
 
 // storedRules are the rules an input.json records: those K was derived
 // with, whatever the deployment says now (a re-drive must find the same K).
+// A stored input was accepted when it was saved, so it is read leniently: an
+// explicit key without an operation stays that key after KEY_FALLBACK is
+// unset, and a recorded fingerprint or expression decides the rest.
 func storedRules(doc storedInput) (KeyRules, error) {
-	var r KeyRules
+	r := KeyRules{fallback: true}
 	var err error
 	if doc.KeyJMESPath != "" {
 		if r.Key, err = keys.CompileJMESPath(doc.KeyJMESPath); err != nil {
@@ -96,7 +126,7 @@ func expr(j *keys.JMESPath) string {
 // data, the payload hash from Payload's; it returns the fingerprint K came
 // from when it fell back to it (recorded in input.json).
 func (r KeyRules) derive(t *event.Task, keyFP string) (keys.Derived, string, error) {
-	d, err := deriveKey(t, keyFP)
+	d, err := deriveKey(t, keyFP, r.fallback)
 	if err != nil || keyFP != "" || (r.Key == nil && r.Payload == nil) {
 		return d, keyFP, err
 	}
@@ -118,7 +148,7 @@ func (r KeyRules) derive(t *event.Task, keyFP string) (keys.Derived, string, err
 			if keyFP, err = keys.Fingerprint(t.Data); err != nil {
 				return d, "", idempotency.Final("invalid_request", err)
 			}
-			d, err = deriveKey(t, keyFP)
+			d, err = deriveKey(t, keyFP, r.fallback)
 			return d, keyFP, err
 		case err != nil:
 			return d, "", idempotency.Final("invalid_request", fmt.Errorf("%s: %w", sel.name, err))

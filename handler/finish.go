@@ -97,14 +97,14 @@ func samePayload(in storedInput, d keys.Derived) error {
 // PAYLOAD_JMESPATH) over the data it records, whatever the deployment says
 // now.
 func (in storedInput) derive(t *event.Task) (keys.Derived, error) {
-	rules, err := storedRules(in)
+	k, err := in.keying()
 	if err != nil {
 		return keys.Derived{}, idempotency.Final("bad_input", fmt.Errorf("input.json: %w", err))
 	}
 	if in.Data != nil {
 		t.Data = in.Data
 	}
-	d, _, err := rules.derive(t, in.KeyFingerprint)
+	d, _, err := k.rules.derive(t, k.keyFP)
 	return d, err
 }
 

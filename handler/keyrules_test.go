@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/keys"
 )
 
@@ -110,22 +111,13 @@ func TestKeyRulesRedriveFromTheStoredInput(t *testing.T) {
 		{"fell back to the fingerprint", order("", "re-driven"), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rg := newRig(t, &model{})
+			rg := newRig(t, &model{}, idempotency.WithRetryBackoff(0))
 			rg.p.Keys = handler.KeyRules{Key: mustJMESPath(t, "input.order_id"), Payload: mustJMESPath(t, "input.order_id || input.content")}
 			rg.p.KeyFallback = c.fallback
-			die := true
-			rg.p.Fault = func(point string) {
-				if point == "after_output" && die {
-					die = false
-					panic("dies after its output")
-				}
-			}
+			rg.dieOnceAfterOutput()
 			rg.p.Handle(context.Background(), taskBody("ev-1", c.data, ""), handler.Meta{RequestID: "r1"})
 			rg.p.Keys = handler.KeyRules{Key: mustJMESPath(t, "input.content")} // the deployment changed since
-			rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
-			if err != nil || rep.Redriven != 1 || len(rep.Results) != 1 || rep.Results[0].Status != "SUCCEEDED" {
-				t.Fatalf("sweep %+v %v", rep, err)
-			}
+			rg.sweepFinishes(t)
 		})
 	}
 }

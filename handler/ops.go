@@ -97,11 +97,22 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 	return rep, nil
 }
 
-// storedTask rebuilds the task of rec from its input.json.
-func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec driver.Record) (*event.Task, error) {
+// storedTask rebuilds the task of rec from its input.json, and how its K
+// was derived.
+func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec driver.Record) (*event.Task, keying, error) {
+	t, doc, err := p.rebuild(ctx, rs, rec)
+	if err != nil {
+		return nil, keying{}, err
+	}
+	k, err := doc.keying() // doc derived rec.Key: its rules compile
+	return t, k, err
+}
+
+// rebuild reads rec's input.json and checks it is rec's.
+func (p *Pipeline) rebuild(ctx context.Context, rs ResultStore, rec driver.Record) (*event.Task, storedInput, error) {
 	doc, err := readInput(ctx, rs, rec.Key)
 	if err != nil {
-		return nil, err
+		return nil, doc, err
 	}
 	data, _ := json.Marshal(map[string]any{"tenant_id": doc.TenantID, "task_type": doc.TaskType, "operation": doc.Operation,
 		"input": doc.Input, "input_version": doc.InputVersion, "request_id": rec.OriginRequestID})
@@ -109,15 +120,15 @@ func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec driver.Re
 	t.RequestID, t.Data, t.EventSource, t.EventID = rec.OriginRequestID, data, rec.EventSource, rec.EventID
 	d, err := doc.derive(t)
 	if err != nil || d.Key != rec.Key {
-		return nil, idempotency.Final("bad_input", fmt.Errorf("input.json of %s derives another key", rec.Key))
+		return nil, doc, idempotency.Final("bad_input", fmt.Errorf("input.json of %s derives another key", rec.Key))
 	}
 	if !driver.SamePayload(rec.PayloadHash, d.PayloadHash, d.LegacyPayloadHash) {
-		return nil, samePayload(doc, keys.Derived{Key: rec.Key, PayloadHash: rec.PayloadHash})
+		return nil, doc, samePayload(doc, keys.Derived{Key: rec.Key, PayloadHash: rec.PayloadHash})
 	}
 	if _, ok := p.Tasks.Get(t.TaskType); !ok {
-		return nil, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType))
+		return nil, doc, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType))
 	}
-	return t, nil
+	return t, doc, nil
 }
 
 // Horizons of the sweeper. inputHorizon is how long a record without
@@ -148,10 +159,10 @@ func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, ow
 	if err != nil {
 		return failure(o, classifyResultErr("result store", err)), false
 	}
-	t, err := p.storedTask(ctx, rs, rec)
+	t, k, err := p.storedTask(ctx, rs, rec)
 	switch class, _ := idempotency.Classify(err); {
 	case err == nil:
-		out := p.runTask(ctx, t, meta, owner)
+		out := p.runKeyed(ctx, t, k, meta, owner)
 		if out.Decision != DecisionRejected {
 			return out, out.ErrorType == retryLater // in its back-off: left for a later sweep
 		}
@@ -290,7 +301,7 @@ func (p *Pipeline) ReplayKey(ctx context.Context, key string, r ReplayRequest, m
 	if err != nil {
 		return Outcome{}, classifyResultErr("result store", err)
 	}
-	if _, err := p.storedTask(ctx, rs, rec); errors.Is(err, ossresult.ErrNotFound) && rec.Status == driver.StatusSucceeded {
+	if _, _, err := p.storedTask(ctx, rs, rec); errors.Is(err, ossresult.ErrNotFound) && rec.Status == driver.StatusSucceeded {
 		return Outcome{}, fmt.Errorf("replay %s: its input.json is gone (%s: objects live ObjectExpireDays after they "+
 			"were written), so its finish cannot be completed; nothing was changed: %w", key, objectsExpiredCode, err)
 	} else if err != nil {

@@ -151,9 +151,14 @@ type task struct {
 // the engine (Do), then finish (publish, notify) what this delivery
 // completed, or what the same FC request completed before it died.
 func (p *Pipeline) runTask(ctx context.Context, ev *event.Task, meta Meta, owner string) Outcome {
+	return p.runKeyed(ctx, ev, p.liveKeying(), meta, owner)
+}
+
+// runKeyed is runTask with K derived as k says.
+func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta Meta, owner string) Outcome {
 	start := time.Now()
 	ctx = p.traceTask(ctx, ev)
-	t, o, err := p.prepare(ctx, ev, meta)
+	t, o, err := p.prepareKeyed(ctx, ev, k, meta)
 	if t == nil { // refused before the key was known
 		return p.rejected(ctx, failure(o, err))
 	}
@@ -202,15 +207,23 @@ func (p *Pipeline) rejected(ctx context.Context, o Outcome) Outcome {
 // FC's request id (the data's may be the field refused), and the key and the
 // event's request id as soon as they are known.
 func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*task, Outcome, error) {
+	return p.prepareKeyed(ctx, ev, p.liveKeying(), meta)
+}
+
+// prepareKeyed is prepare with K derived as k says.
+func (p *Pipeline) prepareKeyed(ctx context.Context, ev *event.Task, k keying, meta Meta) (*task, Outcome, error) {
 	o := Outcome{RequestID: meta.RequestID}
 	if err := checkLimits(ev); err != nil {
 		return nil, o, err
 	}
-	keyFP, err := p.keyFingerprint(ev)
-	if err != nil {
-		return nil, o, err
+	keyFP := k.keyFP
+	if !k.stored {
+		var err error
+		if keyFP, err = p.keyFingerprint(ev); err != nil {
+			return nil, o, err
+		}
 	}
-	d, keyFP, err := p.keyRules().derive(ev, keyFP) // before the fingerprint: its errors name the input
+	d, keyFP, err := k.rules.derive(ev, keyFP) // before the fingerprint: its errors name the input
 	if err != nil {
 		return nil, o, err
 	}
@@ -220,7 +233,7 @@ func (p *Pipeline) prepare(ctx context.Context, ev *event.Task, meta Meta) (*tas
 			return nil, o, idempotency.Final("invalid_request", err)
 		}
 	}
-	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, keys: p.Keys, reqID: ev.RequestID, tp: traceParentOf(ctx)}
+	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, keys: k.rules, reqID: ev.RequestID, tp: traceParentOf(ctx)}
 	if t.reqID == "" {
 		t.reqID = fp // layer 3: the fingerprint stands in for a missing request id
 	}
