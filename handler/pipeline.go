@@ -155,7 +155,7 @@ func (p *Pipeline) runTask(ctx context.Context, ev *event.Task, meta Meta, owner
 }
 
 // runKeyed is runTask with K derived as k says.
-func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta Meta, owner string) Outcome {
+func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta Meta, owner string) (out Outcome) {
 	start := time.Now()
 	ctx = p.traceTask(ctx, ev)
 	t, o, err := p.prepareKeyed(ctx, ev, k, meta)
@@ -169,7 +169,19 @@ func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta 
 	}
 	var lease *idempotency.Lease
 	var notify *event.Notify // as the stored input says
-	out, err := p.Engine.Do(ctx, p.claimRequest(t, meta, owner), func(ctx context.Context, l *idempotency.Lease) (string, error) {
+	defer func() {
+		// A step's panic, which Do recorded as a retryable failure before
+		// re-raising it: answered here, so that the answer and the log line
+		// name the key and a batch's other members still answer.
+		if v := recover(); v != nil {
+			p.Log.ErrorContext(ctx, "panic while running the task", "panic", fmt.Sprint(v))
+			if lease != nil {
+				o.Status, o.Decision, o.Attempt = string(driver.StatusFailedRetryable), string(idempotency.DecisionFirst), lease.Attempt
+			}
+			out = p.logged(ctx, start, failure(o, idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))))
+		}
+	}()
+	res, err := p.Engine.Do(ctx, p.claimRequest(t, meta, owner), func(ctx context.Context, l *idempotency.Lease) (string, error) {
 		lease = l
 		ctx = logx.With(ctx, slog.Int64("fence", l.Fence), slog.Int("attempt", l.Attempt))
 		p.Log.InfoContext(ctx, "claimed", "fc_retry_count", meta.RetryCount, "salvage", l.Salvage())
@@ -177,7 +189,7 @@ func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta 
 		notify = n
 		return ref, err
 	})
-	o.Status, o.Duplicate, o.Decision, o.Attempt, o.ResultRef = string(out.Status), out.Duplicate, string(out.Decision), out.Attempt, out.ResultRef
+	o.Status, o.Duplicate, o.Decision, o.Attempt, o.ResultRef = string(res.Status), res.Duplicate, string(res.Decision), res.Attempt, res.ResultRef
 	if o.Decision == "" && lease != nil {
 		o.Decision = string(idempotency.DecisionFirst)
 	}
@@ -186,7 +198,7 @@ func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta 
 		o.Status, o.Duplicate = string(driver.StatusRunning), true
 	case err != nil:
 		o = failure(o, err)
-	case out.Status == driver.StatusSucceeded:
+	case res.Status == driver.StatusSucceeded:
 		if err := p.finishOwn(ctx, t, o, lease, notify, owner, meta.RetryCount); err != nil {
 			o = failure(o, err)
 		}

@@ -242,12 +242,32 @@ func TestPanicIsRecordedAndAnswered(t *testing.T) {
 	body := event("summarize", map[string]any{"content": "boom"})
 	r := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"})
 	o := outcome(t, r)
-	if r.Status != 404 || o.ErrorType != "panic" || o.Retryable == nil || !*o.Retryable {
+	if r.Status != 404 || o.ErrorType != "panic" || o.Retryable == nil || !*o.Retryable ||
+		o.IdempotencyKey != outcomeKey(t, body) || o.Status != string(driver.StatusFailedRetryable) || o.Attempt != 1 {
 		t.Fatalf("reply %d %s", r.Status, r.Body)
 	}
 	rec, err := rg.store.Get(context.Background(), outcomeKey(t, body))
 	if err != nil || rec.Status != driver.StatusFailedRetryable || rec.LastErrorCode != "panic" {
 		t.Fatalf("record %+v %v", rec, err)
+	}
+}
+
+// A member's panic fails that member only: the batch's other members run
+// and answer.
+func TestPanicInABatchAnswersTheOthers(t *testing.T) {
+	m := &model{fn: func(_ context.Context, _ int32, req llm.Request) (llm.Response, error) {
+		if strings.Contains(fmt.Sprint(req), "boom") {
+			panic("model SDK bug")
+		}
+		return llm.Response{Text: "ok"}, nil
+	}}
+	rg := newRig(t, m)
+	body := []byte("[" + string(taskBody("ev-1", summarizeData("boom"), "")) + "," + string(taskBody("ev-2", summarizeData("fine"), "")) + "]")
+	r := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"})
+	var a struct{ Results []handler.Outcome }
+	if err := json.Unmarshal(r.Body, &a); err != nil || len(a.Results) != 2 || a.Results[0].ErrorType != "panic" ||
+		a.Results[0].IdempotencyKey == "" || a.Results[1].Status != "SUCCEEDED" {
+		t.Fatalf("reply %d %s", r.Status, r.Body)
 	}
 }
 
