@@ -37,6 +37,10 @@ func TestDecide(t *testing.T) {
 			LeaseUntil: live, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatOther, ActNone},
 		{"same owner, unknown try against a known one", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 1,
 			LeaseUntil: live, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatOther, ActNone},
+		// -1 sorts below every count FC sends: a known try is later than an
+		// unknown one (as MySQL's finish claim and Redis's script rule too).
+		{"same owner, a known try after an unknown one", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: -1,
+			LeaseUntil: live, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = 0; return r }, DecisionRepeatSame, ActTakeover},
 		{"same owner, unknown try, expired lease", Record{PayloadHash: "ph", Status: StatusRunning, LeaseOwner: "r1", LeaseTry: -1,
 			LeaseUntil: expired, Attempt: 1}, func(r ClaimRequest) ClaimRequest { r.Try = -1; return r }, DecisionRepeatSame, ActTakeover},
 		// issue 20 case 3: the go1 runtime reads a missing retry count as 0.
@@ -51,6 +55,9 @@ func TestDecide(t *testing.T) {
 			LeaseOwner: "r1", LeaseTry: 0, Attempt: 1, RetryAfter: live}, nil, DecisionTakeover, ActTakeover},
 		{"retryable in its back-off, the failed request's copy", Record{PayloadHash: "ph", Status: StatusFailedRetryable,
 			LeaseOwner: "r1", LeaseTry: 1, Attempt: 1, RetryAfter: live}, nil, DecisionRepeatOther, ActNone},
+		{"retryable in its back-off, the failed request's known try after an unknown one", Record{PayloadHash: "ph",
+			Status: StatusFailedRetryable, LeaseOwner: "r1", LeaseTry: -1, Attempt: 1, RetryAfter: live},
+			func(r ClaimRequest) ClaimRequest { r.Try = 0; return r }, DecisionTakeover, ActTakeover},
 		{"retryable in its back-off, no retry count", Record{PayloadHash: "ph", Status: StatusFailedRetryable,
 			LeaseOwner: "r1", LeaseTry: -1, Attempt: 1, RetryAfter: live}, func(r ClaimRequest) ClaimRequest { r.Try = -1; return r },
 			DecisionRepeatOther, ActNone},
@@ -135,6 +142,7 @@ func TestDecideFinish(t *testing.T) {
 		{"holder's lease ran out", pending("a", 0, expired), FinishRequest{Owner: "b", Try: 0}, DecisionTakeover},
 		{"holder's later try", pending("a", 0, live), FinishRequest{Owner: "a", Try: 1}, DecisionRepeatSame},
 		{"holder's copy without a retry count", pending("a", -1, live), FinishRequest{Owner: "a", Try: -1}, DecisionRepeatOther},
+		{"holder's known try after an unknown one", pending("a", -1, live), FinishRequest{Owner: "a", Try: 0}, DecisionRepeatSame},
 		{"holder's own expired lease", pending("a", -1, expired), FinishRequest{Owner: "a", Try: -1}, DecisionRepeatSame},
 		{"a copy of the holder's try", pending("a", 1, live), FinishRequest{Owner: "a", Try: 1}, DecisionRepeatOther},
 		{"empty owners never match", pending("", -1, live), FinishRequest{Owner: "", Try: -1}, DecisionRepeatOther},

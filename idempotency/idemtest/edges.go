@@ -86,6 +86,51 @@ func ownLeaseRetryLater(t *testing.T, h Harness) {
 	}
 }
 
+// knownTryAfterUnknown: -1 (no retry count) sorts below every count FC
+// sends, so the holder's request at a known try is its later try and takes
+// its own live lease or finish over at once, on every store: MySQL rules
+// the finish claim in SQL, the others with the driver's state machine.
+func knownTryAfterUnknown(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		finish bool // the request's later try meets its finish, not its run
+	}{{"the task's lease", false}, {"the finish", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			key := NewKey()
+			first := req(key, "fc-req-1")
+			first.Try, first.FinishAfter = -1, true
+			_, l := claim(t, e, first)
+			if l == nil {
+				t.Fatal("first claim not owned")
+			}
+			var d idempotency.Decision
+			var owned bool
+			if c.finish {
+				if err := l.Complete(ctx, "ref"); err != nil {
+					t.Fatal(err)
+				}
+				res, f, err := e.ClaimFinish(ctx, key, "fc-req-1", 0)
+				if err != nil {
+					t.Fatalf("claim finish: %v", err)
+				}
+				d, owned = res.Decision, f != nil
+			} else {
+				later := req(key, "fc-req-1")
+				later.Try = 0
+				res, l := claim(t, e, later)
+				d, owned = res.Decision, l != nil
+			}
+			// Owned is the rule; MySQL's finish claim answers every takeover
+			// TAKEOVER, so the finish's decision is not asked for.
+			if !owned || !c.finish && d != idempotency.DecisionRepeatSame {
+				t.Fatalf("the request's try 0 after its unknown try: %s (owned %t), want it owned (REPEAT_SAME)", d, owned)
+			}
+		})
+	}
+}
+
 // retryBackoff: a retryable failure is not retried by another delivery
 // until its back-off (base·2^(attempt-1), on the store's clock) has passed;
 // the failed request's own later try goes on at once, a copy of its try

@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("RenewOfAnEndedLeaseIsLost", func(t *testing.T) { renewEnded(t, h) })
 	t.Run("EmptyOwnerNeverTakesALiveLease", func(t *testing.T) { emptyOwner(t, h) })
 	t.Run("TryNotLaterNeverTakesItsOwnLiveLease", func(t *testing.T) { ownLeaseRetryLater(t, h) })
+	t.Run("AKnownTryIsLaterThanAnUnknownOne", func(t *testing.T) { knownTryAfterUnknown(t, h) })
 	t.Run("ACopysRetryWaitsForTheLiveHolder", func(t *testing.T) { copysRetryWaits(t, h) })
 	t.Run("RetryableFailureWaitsItsBackoff", func(t *testing.T) { retryBackoff(t, h) })
 	t.Run("FinishHoldIsFencedAndBounded", func(t *testing.T) { finishHold(t, h) })
