@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -176,6 +177,68 @@ func TestTakeoverTry(t *testing.T) {
 			}
 			if got := TakeoverTry(rec, c.owner, c.try); got != c.want {
 				t.Fatalf("TakeoverTry = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+// ApplyFinish writes only what its decision asks for: a takeover moves the
+// owner, try and fence; a copy of the holder's try marks its try, nothing
+// else; every other answer leaves the record as it was (another
+// finisher's claim must not move the holder's try, or a copy's retry
+// counts as the holder's later try). LeaseLeft is the finish lease's.
+func TestApplyFinish(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	live, expired := now.Add(time.Minute), now.Add(-time.Second)
+	const lease = 30 * time.Second
+	pending := func(owner string, try int, until time.Time) Record {
+		return Record{Status: StatusSucceeded, Finish: FinishPending, LeaseOwner: owner, LeaseTry: try, LeaseUntil: until, Fence: 2}
+	}
+	cases := []struct {
+		name      string
+		rec       Record
+		req       FinishRequest
+		d         Decision
+		write     bool
+		owner     string
+		try       int
+		fence     int64
+		leaseLeft time.Duration
+	}{
+		{"the holder's lease ran out", pending("a", 0, expired), FinishRequest{Owner: "b", Try: 0},
+			DecisionTakeover, true, "b", 0, 3, lease},
+		{"the holder's later try", pending("a", 0, live), FinishRequest{Owner: "a", Try: 1},
+			DecisionRepeatSame, true, "a", 1, 3, lease},
+		{"a copy of the holder's try marks its try", pending("a", 1, live), FinishRequest{Owner: "a", Try: 1},
+			DecisionRepeatOther, true, "a", 2, 2, time.Minute},
+		{"a copy below the mark", pending("a", 2, live), FinishRequest{Owner: "a", Try: 1},
+			DecisionRepeatOther, false, "a", 2, 2, time.Minute},
+		{"another finisher leaves the holder's try", pending("a", 1, live), FinishRequest{Owner: "sweeper", Try: -1},
+			DecisionRepeatOther, false, "a", 1, 2, time.Minute},
+		{"nothing pending", Record{Status: StatusSucceeded, Finish: FinishDone, LeaseOwner: "a", LeaseTry: 0, Fence: 2},
+			FinishRequest{Owner: "a", Try: 0}, DecisionRepeatDone, false, "a", 0, 2, 0},
+		{"a running task has no finish to mark or lease to report",
+			Record{Status: StatusRunning, LeaseOwner: "a", LeaseTry: 0, LeaseUntil: live, Fence: 2},
+			FinishRequest{Owner: "a", Try: 0}, DecisionRepeatDone, false, "a", 0, 2, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.req.Lease = lease
+			rec := c.rec
+			res, write := ApplyFinish(&rec, c.req, now)
+			if res.Decision != c.d || write != c.write || res.LeaseLeft != c.leaseLeft {
+				t.Fatalf("got %s write=%t lease left %s, want %s write=%t lease left %s",
+					res.Decision, write, res.LeaseLeft, c.d, c.write, c.leaseLeft)
+			}
+			if rec.LeaseOwner != c.owner || rec.LeaseTry != c.try || rec.Fence != c.fence {
+				t.Fatalf("record holds %s at try %d, fence %d; want %s at try %d, fence %d",
+					rec.LeaseOwner, rec.LeaseTry, rec.Fence, c.owner, c.try, c.fence)
+			}
+			if !write && !reflect.DeepEqual(rec, c.rec) {
+				t.Fatalf("nothing to write, but the record changed: %+v", rec)
+			}
+			if res.Decision.Owned() && res.Record.Fence != rec.Fence {
+				t.Fatalf("the answer carries fence %d, the record %d", res.Record.Fence, rec.Fence)
 			}
 		})
 	}

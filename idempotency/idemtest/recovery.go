@@ -109,7 +109,9 @@ func resultTooLarge(t *testing.T, h Harness) {
 // the completing owner; nobody else takes it while its lease runs, nor the
 // owner without a known try, the owner's later try does at once, and after
 // Done nothing is pending. A holder that died is replaced after its lease.
-// (A copy of its try: finishCopy.)
+// Before the completion there is no finish: a finish claim is answered
+// REPEAT_DONE with no lease left and marks nothing (a mark there would make
+// the holder's later try a copy). (A copy of its try: finishCopy.)
 func finishOnce(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	ctx := context.Background()
@@ -117,6 +119,18 @@ func finishOnce(t *testing.T, h Harness) {
 	r := req(key, "a")
 	r.Try, r.FinishAfter = 0, true
 	_, l := claim(t, e, r)
+	for _, c := range []struct {
+		name  string
+		owner string
+		try   int
+	}{{"the running try's copy", "a", 0}, {"a sweeper", "sweeper", -1}} {
+		res, g, err := e.ClaimFinish(ctx, key, c.owner, c.try)
+		if err != nil || g != nil || res.Decision != idempotency.DecisionRepeatDone || res.LeaseLeft != 0 {
+			t.Fatalf("%s's finish claim while the task runs: %s, %s left, %v; want REPEAT_DONE, none left", c.name,
+				res.Decision, res.LeaseLeft, err)
+		}
+		want(t, "the running lease's try after "+c.name+"'s finish claim", get(t, e, key).LeaseTry, 0)
+	}
 	if err := l.Complete(ctx, "ref"); err != nil {
 		t.Fatal(err)
 	}
@@ -203,17 +217,27 @@ func emptyOwner(t *testing.T, h Harness) {
 // finish, is answered in progress and marks its try; FC's retries of the
 // copy then never count as the holder's later try, so none takes the live
 // finish over beside the holder (a second notify). The holder's own writes
-// still land: the mark leaves the fence.
+// still land: the mark leaves the fence. Another finisher (the sweeper,
+// without a retry count) that meets the live finish between the copy and
+// its retries leaves the mark and is told how long the holder's lease runs.
 func finishCopy(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	ctx := context.Background()
-	for _, during := range []string{"run", "finish"} {
-		t.Run("copy during the "+during, func(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		during string
+		other  bool // another finisher's claim after the copy's
+	}{
+		{"copy during the run", "run", false},
+		{"copy during the finish", "finish", false},
+		{"copy during the finish, then another finisher", "finish", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			key := NewKey()
 			r := req(key, "a")
 			r.Try, r.FinishAfter = 0, true
 			_, l := claim(t, e, r)
-			if during == "run" {
+			if c.during == "run" {
 				if res, cl := claim(t, e, r); cl != nil || res.Decision != idempotency.DecisionRepeatOther {
 					t.Fatalf("the copy of the running try: %s", res.Decision)
 				}
@@ -222,9 +246,18 @@ func finishCopy(t *testing.T, h Harness) {
 				t.Fatal(err)
 			}
 			f := l.Finisher()
-			if during == "finish" {
+			if c.during == "finish" {
 				if res, g, err := e.ClaimFinish(ctx, key, "a", 0); err != nil || g != nil || res.Decision != idempotency.DecisionRepeatOther {
 					t.Fatalf("the copy of the finishing try: %s %v", res.Decision, err)
+				}
+			}
+			if c.other {
+				res, g, err := e.ClaimFinish(ctx, key, "sweeper", -1)
+				if err != nil || g != nil || res.Decision != idempotency.DecisionRepeatOther {
+					t.Fatalf("another finisher met the live finish: %s %v", res.Decision, err)
+				}
+				if res.LeaseLeft <= 0 {
+					t.Fatalf("another finisher was told the live finish has %s left", res.LeaseLeft)
 				}
 			}
 			for try := 1; try <= 3; try++ { // FC's retries of the copy
