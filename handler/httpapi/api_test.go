@@ -18,11 +18,15 @@ import (
 	"github.com/idemgate/idemgate/internal/logx"
 )
 
-// api is the task API on the wired function (the embedded store, the
-// offline model), served in-process.
-func api(t *testing.T) *httptest.Server {
-	env := map[string]string{"STATE_DIR": t.TempDir(), "LLM_MODEL": config.OfflineModel}
-	cfg, err := config.Load(func(k string) string { return env[k] })
+// newAPI is the task API on the wired function (the embedded store, the
+// offline model) with env's settings besides.
+func newAPI(t *testing.T, env map[string]string) *httpapi.API {
+	t.Helper()
+	all := map[string]string{"STATE_DIR": t.TempDir(), "LLM_MODEL": config.OfflineModel}
+	for k, v := range env {
+		all[k] = v
+	}
+	cfg, err := config.Load(func(k string) string { return all[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +36,12 @@ func api(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	h := &httpapi.API{Pipeline: a.Pipeline, Log: log}
+	return &httpapi.API{Pipeline: a.Pipeline, Log: log}
+}
+
+// api is newAPI served in-process.
+func api(t *testing.T, env map[string]string) *httptest.Server {
+	h := newAPI(t, env)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.Serve(r.Context(), w, r, handler.Meta{RequestID: r.Header.Get("x-fc-request-id"), RetryCount: -1})
 	}))
@@ -40,27 +49,37 @@ func api(t *testing.T) *httptest.Server {
 	return srv
 }
 
+// call sends one request to srv (key: the Idempotency-Key header's value, if
+// any) and decodes the JSON it answers.
+func call(t *testing.T, srv *httptest.Server, method, path, key, body string, header map[string]string) (*http.Response, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set(idemhttp.HeaderKey, key)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp, m
+}
+
 const task = `{"tenant_id":"acme","task_type":"summarize","operation":"summarize","input":{"content":"in-process"}}`
 
 func TestRoutes(t *testing.T) {
-	srv := api(t)
+	srv := api(t, nil)
 	do := func(method, path, key, body string, header map[string]string) (*http.Response, map[string]any) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set(idemhttp.HeaderKey, key)
-		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp, m
+		return call(t, srv, method, path, key, body, header)
 	}
 	first, out := do("POST", "/tasks", `"k1"`, task, nil)
 	if first.StatusCode != 200 || out["status"] != "SUCCEEDED" {
@@ -104,18 +123,7 @@ func TestRoutes(t *testing.T) {
 // task: the task runs to its end, and a retry is answered from the record
 // instead of taking the lease over and running the model again.
 func TestHangUpDoesNotCancelTheTask(t *testing.T) {
-	env := map[string]string{"STATE_DIR": t.TempDir(), "LLM_MODEL": config.OfflineModel}
-	cfg, err := config.Load(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	a, err := app.Open(cfg, log, &logx.Redactor{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	h := &httpapi.API{Pipeline: a.Pipeline, Log: log}
+	h := newAPI(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the client has gone before the task starts
 	r := httptest.NewRequest(http.MethodPost, "/tasks", strings.NewReader(task))
