@@ -22,6 +22,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -55,8 +56,12 @@ func (a *API) Serve(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	if strings.EqualFold(r.Header.Get("x-fc-invocation-type"), "async") {
 		w = asyncWriter{w}
 	}
-	id, isTask := strings.CutPrefix(r.URL.Path, "/tasks/")
-	one := isTask && id != "" && !strings.Contains(id, "/") // /tasks/{idempotency_key}
+	// /tasks/{idempotency_key}: one segment of the path as sent, unescaped
+	// once, so that a key holding "/" (sent as %2F) is found and a path of
+	// more segments is no task's.
+	seg, isTask := strings.CutPrefix(r.URL.EscapedPath(), "/tasks/")
+	id, err := url.PathUnescape(seg)
+	one := isTask && seg != "" && !strings.Contains(seg, "/") && err == nil
 	switch {
 	case r.URL.Path == "/tasks" && r.Method == http.MethodPost:
 		a.submit(ctx, w, r, meta)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -133,5 +134,57 @@ func TestHangUpDoesNotCancelTheTask(t *testing.T) {
 	h.Serve(ctx, w, r, handler.Meta{RequestID: "req-hang-up", RetryCount: -1})
 	if w.Code != http.StatusOK || w.Header().Get(idemhttp.HeaderReplayed) != "" {
 		t.Fatalf("a task whose client hung up answered %d (replayed %q): %s", w.Code, w.Header().Get(idemhttp.HeaderReplayed), w.Body)
+	}
+}
+
+// sfString is key as an Idempotency-Key header value (RFC 8941 sf-string).
+func sfString(key string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
+}
+
+// Any key POST accepts is read back by GET /tasks/{key}?tenant_id=, the key
+// sent as one escaped path segment; a path of more segments is no task's.
+func TestKeyReadBackFromItsEscapedSegment(t *testing.T) {
+	srv := api(t, nil)
+	ks := map[string]string{} // client key -> K
+	for _, key := range []string{"a/b", "b", "%2F", "a b", "100%", "x?y#z", `q"uo\te`, "a/../b", "+plus"} {
+		resp, out := call(t, srv, "POST", "/tasks", sfString(key), task, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %q: %d %v", key, resp.StatusCode, out)
+		}
+		ks[key] = out["idempotency_key"].(string)
+	}
+	cases := []struct {
+		name, path string
+		status     int
+		k          string // the K answered, when 200
+	}{
+		{name: "a slash", path: "/tasks/a%2Fb?tenant_id=acme", status: 200, k: ks["a/b"]},
+		{name: "an escape's text", path: "/tasks/%252F?tenant_id=acme", status: 200, k: ks["%2F"]},
+		{name: "a space", path: "/tasks/a%20b?tenant_id=acme", status: 200, k: ks["a b"]},
+		{name: "a percent sign", path: "/tasks/100%25?tenant_id=acme", status: 200, k: ks["100%"]},
+		{name: "query and fragment marks", path: "/tasks/x%3Fy%23z?tenant_id=acme", status: 200, k: ks["x?y#z"]},
+		{name: "a quote and a backslash", path: "/tasks/" + url.PathEscape(`q"uo\te`) + "?tenant_id=acme", status: 200, k: ks[`q"uo\te`]},
+		{name: "dot segments inside the key", path: "/tasks/a%2F..%2Fb?tenant_id=acme", status: 200, k: ks["a/../b"]},
+		{name: "a plus is not a space", path: "/tasks/+plus?tenant_id=acme", status: 200, k: ks["+plus"]},
+		{name: "a needless escape", path: "/tasks/%62?tenant_id=acme", status: 200, k: ks["b"]},
+		{name: "two segments are not a key", path: "/tasks/a/b?tenant_id=acme", status: 404},
+		{name: "a key and a segment more", path: "/tasks/a%2Fb/c?tenant_id=acme", status: 404},
+		{name: "an empty segment first", path: "/tasks//b?tenant_id=acme", status: 404},
+		{name: "a trailing slash", path: "/tasks/b/?tenant_id=acme", status: 404},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, m := call(t, srv, "GET", c.path, "", "", nil)
+			if resp.StatusCode != c.status {
+				t.Fatalf("GET %s: %d %v", c.path, resp.StatusCode, m)
+			}
+			if c.status == 200 && m["idempotency_key"] != c.k {
+				t.Fatalf("GET %s read %v, want K %s", c.path, m["idempotency_key"], c.k)
+			}
+			if c.status == 404 && m["type"] != idemhttp.TypeNotFound {
+				t.Fatalf("GET %s: %v, want a not-found problem", c.path, m)
+			}
+		})
 	}
 }
