@@ -94,10 +94,19 @@ type TaskState struct {
 	UpdatedAt    string `json:"updated_at"`
 }
 
+// ErrKeyedByExpression: a task was asked for by its client key, but
+// KEY_JMESPATH derives K from the task's data, which the key alone does not
+// give (docs/design.md §4): only K names such a task.
+var ErrKeyedByExpression = errors.New("KEY_JMESPATH derives the task's key from its data: look it up by K")
+
 // Task reads K's state; ErrUnknownKey when there is no record. With a
-// tenant, id is the client's idempotency key and K is derived from both.
+// tenant, id is the client's idempotency key and K is derived from both,
+// as Submit derives it: not under KEY_JMESPATH (ErrKeyedByExpression).
 func (p *Pipeline) Task(ctx context.Context, id, tenant string) (TaskState, error) {
 	k := id
+	if tenant != "" && p.Keys.Key != nil {
+		return TaskState{}, ErrKeyedByExpression
+	}
 	if tenant != "" {
 		var err error
 		if k, err = keys.Explicit(tenant, id); err != nil {

@@ -8,7 +8,8 @@
 //     retryable ones as 503, in flight as 409, each with Retry-After where
 //     a retry may help; every refusal application/problem+json.
 //   - GET /tasks/{idempotency_key}: the task's state, by K (64 hex, the
-//     outcome's idempotency_key) or, with ?tenant_id=, by the client's key.
+//     outcome's idempotency_key) or, with ?tenant_id=, by the client's key
+//     (not under KEY_JMESPATH, where K comes from the task's data).
 //
 // With X-Fc-Invocation-Type: Async, FC has answered the client 202 already
 // and retries what this answers as failed (x-fc-status: 404), as it does an
@@ -40,6 +41,8 @@ const MaxBody = handler.MaxInputBytes + 64<<10
 const (
 	TypeTaskFailed       = idemhttp.ProblemBase + "task-failed"        // 422: the task failed FINAL
 	TypeMethodNotAllowed = idemhttp.ProblemBase + "method-not-allowed" // 405, with Allow
+	// 400: GET by the client's key where KEY_JMESPATH derives K instead
+	TypeKeyLookupUnavailable = idemhttp.ProblemBase + "key-lookup-unavailable"
 )
 
 // API serves the task routes.
@@ -168,6 +171,11 @@ func (a *API) state(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	case errors.Is(err, handler.ErrUnknownKey):
 		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.TypeNotFound, Title: "Unknown task",
 			Status: http.StatusNotFound, Detail: "no task has this key (or it is so old that even its tombstone has gone)"})
+	case errors.Is(err, handler.ErrKeyedByExpression):
+		idemhttp.WriteProblem(w, idemhttp.Problem{Type: TypeKeyLookupUnavailable,
+			Title: "Tasks are not looked up by Idempotency-Key here", Status: http.StatusBadRequest,
+			Detail: "this deployment derives a task's key from its data (KEY_JMESPATH), not from tenant_id and Idempotency-Key: " +
+				"GET /tasks/{K} with the idempotency_key POST answered"})
 	case err != nil:
 		a.Log.WarnContext(ctx, "task state unavailable", "idempotency_key", id, "error", err.Error())
 		idemhttp.WriteProblem(w, idemhttp.UnavailableProblem("the task's record could not be read", a.retryAfter()))

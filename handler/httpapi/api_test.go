@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/httpapi"
 	"github.com/idemgate/idemgate/idempotency/idemhttp"
+	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/config"
 	"github.com/idemgate/idemgate/internal/logx"
@@ -184,6 +185,47 @@ func TestKeyReadBackFromItsEscapedSegment(t *testing.T) {
 			}
 			if c.status == 404 && m["type"] != idemhttp.TypeNotFound {
 				t.Fatalf("GET %s: %v, want a not-found problem", c.path, m)
+			}
+		})
+	}
+}
+
+// Under KEY_JMESPATH a task's K is its expression's, for POST as for an
+// event (docs/design.md §4): the Idempotency-Key does not name it, so a
+// lookup by the client's key is refused with a problem saying to use K,
+// not answered 404 as if the task did not exist.
+func TestKeyJMESPathLookup(t *testing.T) {
+	const expr = "[tenant_id, input.content]"
+	srv := api(t, map[string]string{"KEY_JMESPATH": expr})
+	resp, first := call(t, srv, "POST", "/tasks", `"jp-1"`, task, nil)
+	if resp.StatusCode != 200 || first["decision"] != "FIRST" {
+		t.Fatalf("POST: %d %v", resp.StatusCode, first)
+	}
+	k := first["idempotency_key"].(string)
+	explicit, _ := keys.Explicit("acme", "jp-1")
+	if k == explicit {
+		t.Fatalf("POST ignored KEY_JMESPATH: K is keys.Explicit's %s", k)
+	}
+	if want, err := keys.FromJMESPath([]byte(task), expr); err != nil || k != want {
+		t.Fatalf("K %s, docs/api.md says keys.FromJMESPath's %s (%v)", k, want, err)
+	}
+	cases := []struct {
+		name, method, path, key, body string
+		status                        int
+		typ, decision                 string
+	}{
+		{name: "another key, the same selection, is the same task", method: "POST", path: "/tasks", key: `"jp-2"`, body: task,
+			status: 200, decision: "REPEAT_DONE"},
+		{name: "by K", method: "GET", path: "/tasks/" + k, status: 200},
+		{name: "by the client's key", method: "GET", path: "/tasks/jp-1?tenant_id=acme", status: 400, typ: httpapi.TypeKeyLookupUnavailable},
+		{name: "by a key never sent", method: "GET", path: "/tasks/nope?tenant_id=acme", status: 400, typ: httpapi.TypeKeyLookupUnavailable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, m := call(t, srv, c.method, c.path, c.key, c.body, nil)
+			if resp.StatusCode != c.status || (c.typ != "" && m["type"] != c.typ) ||
+				(c.decision != "" && m["decision"] != c.decision) || (c.status == 200 && m["idempotency_key"] != k) {
+				t.Fatalf("%d %v", resp.StatusCode, m)
 			}
 		})
 	}
