@@ -1,10 +1,13 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -228,5 +231,39 @@ func TestKeyJMESPathLookup(t *testing.T) {
 				t.Fatalf("%d %v", resp.StatusCode, m)
 			}
 		})
+	}
+}
+
+// A client whose body is cut off in transit (it sent fewer bytes than its
+// Content-Length, then closed its side) is told to send it again, 408
+// retryable, and nothing is recorded: its retry runs the task as the first.
+func TestCutOffBodyIsRetryable(t *testing.T) {
+	srv := api(t, nil)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Idempotency-Key: \"cut-1\"\r\nContent-Length: %d\r\n\r\n%s", len(task), task[:len(task)/2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || p["type"] != idemhttp.TypeBodyIncomplete || p["retryable"] != true {
+		t.Fatalf("a cut-off body: %d %v", resp.StatusCode, p)
+	}
+	if resp, m := call(t, srv, "GET", "/tasks/cut-1?tenant_id=acme", "", "", nil); resp.StatusCode != 404 {
+		t.Fatalf("a cut-off body left a record: %d %v", resp.StatusCode, m)
+	}
+	if resp, m := call(t, srv, "POST", "/tasks", `"cut-1"`, task, nil); resp.StatusCode != 200 || m["decision"] != "FIRST" {
+		t.Fatalf("its retry: %d %v", resp.StatusCode, m)
 	}
 }

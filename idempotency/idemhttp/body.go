@@ -12,8 +12,9 @@ import (
 const DefaultMaxBody = 1 << 20
 
 // ReadBody reads r's body up to limit bytes; with jsonOnly it must be
-// application/json (else 415) holding one JSON value (else 400). The
-// problem is nil when the body is usable.
+// application/json (else 415) holding one JSON value (else 400); a body
+// that could not be read to its end is 408. The problem is nil when the
+// body is usable.
 func ReadBody(r *http.Request, limit int64, jsonOnly bool) ([]byte, *Problem) {
 	if limit <= 0 {
 		limit = DefaultMaxBody
@@ -32,8 +33,8 @@ func ReadBody(r *http.Request, limit int64, jsonOnly bool) ([]byte, *Problem) {
 	case errors.As(err, &mbe) || int64(len(body)) > limit:
 		p := BodyTooLargeProblem(limit)
 		return nil, &p
-	case err != nil:
-		p := MalformedBodyProblem("the body could not be read")
+	case err != nil: // the transport's failure, not the request's
+		p := BodyIncompleteProblem()
 		return nil, &p
 	case jsonOnly && !json.Valid(body):
 		p := MalformedBodyProblem("the body is not valid JSON")

@@ -18,7 +18,7 @@ import (
 // Transport is a client http.RoundTripper that makes a retry safe by
 // construction: each request of a non-safe method gets one Idempotency-Key
 // (unless it carries one), kept for every retry of it, and is retried with
-// backoff on network errors, 409, 429 and 5xx — except an answer marked
+// backoff on network errors, 408, 409, 429 and 5xx — except an answer marked
 // Idempotency-Replayed, which is the key's stored outcome and will not
 // change. Retry-After is honoured up to MaxBackoff.
 type Transport struct {
@@ -93,8 +93,8 @@ func retry(resp *http.Response, err error) bool {
 	if resp.Header.Get(HeaderReplayed) == "true" {
 		return false
 	}
-	s := resp.StatusCode
-	return s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
+	s := resp.StatusCode // 408: the server did not get the whole request (BodyIncompleteProblem)
+	return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
 }
 
 func (t *Transport) backoff(n int, resp *http.Response) time.Duration {

@@ -119,6 +119,9 @@ func TestTransport(t *testing.T) {
 		{"429 is retried", func(c *clientRig) {
 			c.status = func(n int64) int { return map[bool]int{true: 429, false: 200}[n < 2] }
 		}, "", 200, false, 2, 2, 0},
+		{"408 (the body was cut off) is retried", func(c *clientRig) {
+			c.status = func(n int64) int { return map[bool]int{true: 408, false: 200}[n < 2] }
+		}, "", 200, false, 2, 2, 0},
 		{"a final 4xx is not retried", func(c *clientRig) { c.status = func(int64) int { return 400 } }, "", 400, false, 1, 1, 0},
 		{"attempts are bounded", func(c *clientRig) { c.status = func(int64) int { return 500 } }, "", 500, false, 5, 5, 0},
 		{"a replayed failure is not retried", func(c *clientRig) { c.status = func(int64) int { return 500 } }, "", 500, true, 2, 3, 2},

@@ -18,6 +18,7 @@ const (
 	TypeKeyReused        = ProblemBase + "key-reused"             // 422: the key was used with another request
 	TypeInFlight         = ProblemBase + "in-flight"              // 409: the first request with the key is still running
 	TypeBodyTooLarge     = ProblemBase + "body-too-large"         // 413
+	TypeBodyIncomplete   = ProblemBase + "body-incomplete"        // 408: the body could not be read to its end; retry
 	TypeUnsupportedMedia = ProblemBase + "unsupported-media-type" // 415: the route takes application/json
 	TypeMalformedBody    = ProblemBase + "malformed-body"         // 400: the body is not what the route takes
 	TypeUnauthenticated  = ProblemBase + "unauthenticated"        // 401: no principal for the request
@@ -123,6 +124,15 @@ func UnavailableProblem(detail string, retryAfter time.Duration) Problem {
 func BodyTooLargeProblem(limit int64) Problem {
 	return Problem{Type: TypeBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
 		Detail: "the body exceeds " + strconv.FormatInt(limit, 10) + " bytes"}
+}
+
+// BodyIncompleteProblem is the 408 for a body that could not be read to its
+// end (cut off, the connection reset, the server's read deadline): the
+// transport failed, not the request, and nothing ran, so the same request
+// with the same key may be sent again.
+func BodyIncompleteProblem() Problem {
+	return Problem{Type: TypeBodyIncomplete, Title: "Request body incomplete", Status: http.StatusRequestTimeout,
+		Retryable: true, Detail: "the body could not be read to its end; nothing ran: send the same request again with the same key"}
 }
 
 // MalformedBodyProblem is the 400 for a body the route cannot take.
