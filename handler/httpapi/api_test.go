@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/handler/httpapi"
@@ -126,18 +127,42 @@ func TestRoutes(t *testing.T) {
 
 // A client that hangs up (its request's context ends) does not cancel its
 // task: the task runs to its end, and a retry is answered from the record
-// instead of taking the lease over and running the model again.
+// instead of taking the lease over and running the model again. FC's
+// deadline still bounds the task (docs/api.md, "Retries").
 func TestHangUpDoesNotCancelTheTask(t *testing.T) {
 	h := newAPI(t, nil)
-	ctx, cancel := context.WithCancel(context.Background())
+	post := func(ctx context.Context, key, requestID string) (*httptest.ResponseRecorder, map[string]any) {
+		r := httptest.NewRequest(http.MethodPost, "/tasks", strings.NewReader(task))
+		r.Header.Set(idemhttp.HeaderKey, key)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.Serve(ctx, w, r, handler.Meta{RequestID: requestID, RetryCount: -1})
+		var m map[string]any
+		_ = json.Unmarshal(w.Body.Bytes(), &m)
+		return w, m
+	}
+	gone, cancel := context.WithCancel(context.Background())
 	cancel() // the client has gone before the task starts
-	r := httptest.NewRequest(http.MethodPost, "/tasks", strings.NewReader(task))
-	r.Header.Set(idemhttp.HeaderKey, `"hang-up-1"`)
-	r.Header.Set("Content-Type", "application/json")
-	w := httptest.NewRecorder()
-	h.Serve(ctx, w, r, handler.Meta{RequestID: "req-hang-up", RetryCount: -1})
-	if w.Code != http.StatusOK || w.Header().Get(idemhttp.HeaderReplayed) != "" {
-		t.Fatalf("a task whose client hung up answered %d (replayed %q): %s", w.Code, w.Header().Get(idemhttp.HeaderReplayed), w.Body)
+	past, cancelPast := context.WithDeadline(gone, time.Now().Add(-time.Second))
+	defer cancelPast()
+	cases := []struct {
+		name, key, requestID string
+		ctx                  context.Context
+		status               int
+		decision, replayed   string
+	}{
+		{name: "the client hung up", key: `"hang-up-1"`, requestID: "req-hang-up", ctx: gone, status: 200, decision: "FIRST"},
+		{name: "its retry is answered from the record", key: `"hang-up-1"`, requestID: "req-retry", ctx: context.Background(),
+			status: 200, decision: "REPEAT_DONE", replayed: "true"},
+		{name: "FC's deadline has passed", key: `"hang-up-2"`, requestID: "req-late", ctx: past, status: 503},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, m := post(c.ctx, c.key, c.requestID)
+			if w.Code != c.status || w.Header().Get(idemhttp.HeaderReplayed) != c.replayed || (c.decision != "" && m["decision"] != c.decision) {
+				t.Fatalf("%d (replayed %q): %s", w.Code, w.Header().Get(idemhttp.HeaderReplayed), w.Body)
+			}
+		})
 	}
 }
 
