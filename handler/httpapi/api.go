@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/idemhttp"
 )
@@ -176,12 +177,20 @@ func (a *API) state(ctx context.Context, w http.ResponseWriter, r *http.Request,
 			Title: "Tasks are not looked up by Idempotency-Key here", Status: http.StatusBadRequest,
 			Detail: "this deployment derives a task's key from its data (KEY_JMESPATH), not from tenant_id and Idempotency-Key: " +
 				"GET /tasks/{K} with the idempotency_key POST answered"})
+	case isFinal(err): // a key or tenant no task can have: asking again cannot help
+		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.TypeKeyMalformed, Title: "Not a task key",
+			Status: http.StatusBadRequest, Detail: "the key and tenant_id must be valid UTF-8"})
 	case err != nil:
 		a.Log.WarnContext(ctx, "task state unavailable", "idempotency_key", id, "error", err.Error())
 		idemhttp.WriteProblem(w, idemhttp.UnavailableProblem("the task's record could not be read", a.retryAfter()))
 	default:
 		writeJSON(w, http.StatusOK, st)
 	}
+}
+
+func isFinal(err error) bool {
+	class, _ := idempotency.Classify(err)
+	return class == idempotency.ClassFinal
 }
 
 // asyncWriter marks every failure so that FC's async invocation retries it

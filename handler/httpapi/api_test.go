@@ -105,6 +105,8 @@ func TestRoutes(t *testing.T) {
 		{name: "PUT /tasks", method: "PUT", path: "/tasks", status: 405, typ: httpapi.TypeMethodNotAllowed, allow: "POST"},
 		{name: "DELETE a task", method: "DELETE", path: "/tasks/" + k, status: 405, typ: httpapi.TypeMethodNotAllowed, allow: "GET, HEAD"},
 		{name: "a deeper path", method: "GET", path: "/tasks/a/b", status: 404, typ: idemhttp.TypeNotFound},
+		{name: "a key that is not UTF-8", method: "GET", path: "/tasks/%FF?tenant_id=acme", status: 400, typ: idemhttp.TypeKeyMalformed},
+		{name: "a tenant that is not UTF-8", method: "GET", path: "/tasks/k1?tenant_id=%FF", status: 400, typ: idemhttp.TypeKeyMalformed},
 		{name: "another path", method: "POST", path: "/orders", status: 404, typ: idemhttp.TypeNotFound},
 		{name: "async failure is marked for FC", method: "POST", path: "/tasks", key: `"k2"`, body: `{}`,
 			header: map[string]string{"X-Fc-Invocation-Type": "async"}, status: 400, typ: idemhttp.TypeMalformedBody, fcStat: "404"},
