@@ -170,8 +170,13 @@ func (a *API) state(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	st, err := a.Pipeline.Task(ctx, id, tenant)
 	switch {
 	case errors.Is(err, handler.ErrUnknownKey):
+		detail := "no task has this key (or it is so old that even its tombstone has gone)"
+		if tenant != "" && a.Pipeline.KeyFallback { // such a task's K is not derived from the key (docs/design.md §4)
+			detail += "; under KEY_FALLBACK=fingerprint a task sent without tenant_id or operation is keyed by its data's " +
+				"fingerprint, not by its Idempotency-Key: look it up by K, the idempotency_key POST answered"
+		}
 		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.TypeNotFound, Title: "Unknown task",
-			Status: http.StatusNotFound, Detail: "no task has this key (or it is so old that even its tombstone has gone)"})
+			Status: http.StatusNotFound, Detail: detail})
 	case errors.Is(err, handler.ErrKeyedByExpression):
 		idemhttp.WriteProblem(w, idemhttp.Problem{Type: TypeKeyLookupUnavailable,
 			Title: "Tasks are not looked up by Idempotency-Key here", Status: http.StatusBadRequest,

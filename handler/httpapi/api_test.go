@@ -294,3 +294,32 @@ func TestCutOffBodyIsRetryable(t *testing.T) {
 		t.Fatalf("its retry: %d %v", resp.StatusCode, m)
 	}
 }
+
+// Under KEY_FALLBACK=fingerprint a task without operation (or tenant_id) is
+// keyed by its data's fingerprint, not by its Idempotency-Key; a lookup by
+// the key cannot tell such a task from none, so its 404 says where to look.
+func TestKeyFallbackLookup(t *testing.T) {
+	srv := api(t, map[string]string{"KEY_FALLBACK": "fingerprint"})
+	resp, first := call(t, srv, "POST", "/tasks", `"fb-1"`, `{"tenant_id":"acme","task_type":"summarize","input":{"content":"x"}}`, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST: %d %v", resp.StatusCode, first)
+	}
+	k := first["idempotency_key"].(string)
+	cases := []struct {
+		name, path string
+		status     int
+		detail     string // a fragment of the problem's detail
+	}{
+		{name: "by K", path: "/tasks/" + k, status: 200},
+		{name: "by the client's key", path: "/tasks/fb-1?tenant_id=acme", status: 404, detail: "KEY_FALLBACK=fingerprint"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, m := call(t, srv, "GET", c.path, "", "", nil)
+			detail, _ := m["detail"].(string)
+			if resp.StatusCode != c.status || !strings.Contains(detail, c.detail) {
+				t.Fatalf("%d %v", resp.StatusCode, m)
+			}
+		})
+	}
+}
