@@ -193,6 +193,7 @@ func (a *API) state(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// isFinal: err is refused for good (idempotency.ClassFinal), whatever the store.
 func isFinal(err error) bool {
 	class, _ := idempotency.Classify(err)
 	return class == idempotency.ClassFinal
