@@ -19,7 +19,7 @@ func (p *Pipeline) keyFingerprint(t *event.Task) (string, error) {
 	}
 	fp, err := keys.Fingerprint(t.Data)
 	if err != nil {
-		return "", idempotency.Final("invalid_request", err)
+		return "", keyErr(err)
 	}
 	return fp, nil
 }
@@ -44,11 +44,7 @@ func deriveKey(t *event.Task, keyFP string, lenient bool) (keys.Derived, error) 
 	}
 	d, err := keys.Derive(f)
 	if err != nil {
-		code := "invalid_request"
-		if errors.Is(err, jcs.ErrTooDeep) {
-			code = "input_too_deep"
-		}
-		return d, idempotency.Final(code, err)
+		return d, keyErr(err)
 	}
 	if fallback {
 		if keyFP == "" {
@@ -66,6 +62,16 @@ func deriveKey(t *event.Task, keyFP string, lenient bool) (keys.Derived, error) 
 type KeyRules struct {
 	Key, Payload *keys.JMESPath
 	fallback     bool
+}
+
+// keyErr is a refusal deriving a key or a fingerprint, FINAL:
+// input_too_deep past the canonical form's nesting bound (data is one level
+// deeper than its input), else invalid_request.
+func keyErr(err error) error {
+	if errors.Is(err, jcs.ErrTooDeep) {
+		return idempotency.Final("input_too_deep", err)
+	}
+	return idempotency.Final("invalid_request", err)
 }
 
 // keying is how a delivery's K is derived: by the deployment's rules from
@@ -146,7 +152,7 @@ func (r KeyRules) derive(t *event.Task, keyFP string) (keys.Derived, string, err
 		switch {
 		case errors.Is(err, keys.ErrNothingSelected) && r.fallback:
 			if keyFP, err = keys.Fingerprint(t.Data); err != nil {
-				return d, "", idempotency.Final("invalid_request", err)
+				return d, "", keyErr(err)
 			}
 			d, err = deriveKey(t, keyFP, r.fallback)
 			return d, keyFP, err

@@ -242,7 +242,7 @@ func (p *Pipeline) prepareKeyed(ctx context.Context, ev *event.Task, k keying, m
 	fp := keyFP // the same fingerprint, when K was derived from it
 	if fp == "" {
 		if fp, err = keys.Fingerprint(ev.Data); err != nil {
-			return nil, o, idempotency.Final("invalid_request", err)
+			return nil, o, keyErr(err)
 		}
 	}
 	t := &task{Task: ev, d: d, fp: fp, keyFP: keyFP, keys: k.rules, reqID: ev.RequestID, tp: traceParentOf(ctx)}

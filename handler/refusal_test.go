@@ -83,3 +83,38 @@ func rejectedLogged(t *testing.T, logs []byte, errorType string) bool {
 	}
 	return false
 }
+
+// Nesting: an input of 63 levels runs; one deeper, or another member of data
+// as deep, is input_too_deep, FINAL (data around it is one level deeper,
+// past what the canonical form allows) — never invalid_request at one depth
+// and input_too_deep at the next.
+func TestNestingPastTheBoundIsTooDeep(t *testing.T) {
+	nest := func(levels int) string { // an object of `levels` levels in all
+		return strings.Repeat(`{"n":`, levels-1) + `{}` + strings.Repeat("}", levels-1)
+	}
+	input := func(levels int) string { return `{"content":"x","n":` + nest(levels-1) + `}` }
+	for _, c := range []struct {
+		name, data, code string
+	}{
+		{"input of 63 levels", `"input":` + input(63), ""},
+		{"input of 64 levels", `"input":` + input(64), "input_too_deep"},
+		{"input of 65 levels", `"input":` + input(65), "input_too_deep"},
+		{"another member of 64 levels", `"input":{"content":"x"},"extra":` + nest(64), "input_too_deep"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rg := newRig(t, &model{})
+			body := []byte(`{"id":"ev-1","source":"test","specversion":"1.0","type":"t","data":{"tenant_id":"t1",` +
+				`"task_type":"summarize","operation":"summarize",` + c.data + `}}`)
+			o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}))
+			if c.code == "" {
+				if o.Status != "SUCCEEDED" {
+					t.Fatalf("%+v", o)
+				}
+				return
+			}
+			if o.ErrorType != c.code || o.Retryable == nil || *o.Retryable {
+				t.Fatalf("%+v, want FINAL %s", o, c.code)
+			}
+		})
+	}
+}

@@ -3,6 +3,8 @@ package idempotency
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,11 +75,19 @@ func encodeResult[T any](ctx context.Context, e *Engine, l *Lease, v T) (string,
 		return "", v, Final(resultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (give the engine a blob store)",
 			len(data), driver.MaxResultRef))
 	}
-	key := fmt.Sprintf("idempotency-results/%s/fence-%d.json", l.Key, l.Fence)
+	key := blobKey(l.Key, l.Fence)
 	if err := e.o.blobs.Put(ctx, key, data); err != nil {
 		return "", v, Retryable("blob_unavailable", fmt.Errorf("store the result: %w", err))
 	}
 	return blobPrefix + key, back, nil
+}
+
+// blobKey names the object of K's result under fence: K's hash, not K,
+// because a valid K ("a\\b", "x/../y", "a/") need not be a valid object
+// key, and a store refusing it on every try would run fn on every try.
+func blobKey(k string, fence int64) string {
+	sum := sha256.Sum256([]byte(k))
+	return fmt.Sprintf("idempotency-results/%s/fence-%d.json", hex.EncodeToString(sum[:]), fence)
 }
 
 // unmarshal decodes one JSON value into T, numbers in an any as

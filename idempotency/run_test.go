@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/idemtest"
+	"github.com/idemgate/idemgate/ossresult"
 )
 
 type withHidden struct {
@@ -82,6 +84,47 @@ func TestRunAnswersEveryCallerAlike(t *testing.T) {
 				if c.code != "" && (!errors.As(err, &ie) || ie.Code != c.code || ie.Retryable()) {
 					t.Fatalf("%v / %v: want FINAL %s for both", err1, err2, c.code)
 				}
+			}
+		})
+	}
+}
+
+// A result too large for the record goes to the blob store under any valid
+// key — one that is no valid object key included — and fn runs once.
+func TestRunStoresLargeResultsUnderAnyKey(t *testing.T) {
+	for _, c := range []struct{ name, key string }{
+		{"backslash", `ACME\order-1`},
+		{"double slash", "orders//1"},
+		{"dot segment", "tenant/.1"},
+		{"parent segment", "../x"},
+		{"trailing slash", "a/"},
+		{"a file and a directory", "a/fence-1.json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, err := boltstore.Open(t.TempDir(), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close() })
+			local, err := ossresult.NewLocal(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			eng := idempotency.New(store, idempotency.WithBlobStore(ossresult.Blobs(local)))
+			big := strings.Repeat("x", 4096)
+			var runs atomic.Int32
+			for try := range 3 {
+				req := idempotency.ClaimRequest{Key: c.key, PayloadHash: "ph", Owner: "req-1", Try: try}
+				got, _, err := idempotency.Run(context.Background(), eng, req, func(context.Context, *idempotency.Lease) (string, error) {
+					runs.Add(1)
+					return big, nil
+				})
+				if err != nil || got != big {
+					t.Fatalf("try %d: %d bytes, %v", try, len(got), err)
+				}
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("fn ran %d times", n)
 			}
 		})
 	}

@@ -338,7 +338,7 @@ func extensionValue(raw json.RawMessage) (string, string) {
 	default: // any spelling of the integer: 10, 10.0 and 1e1 are one JSON number
 		n, ok := WholeNumber(string(raw))
 		if !ok || n < math.MinInt32 || n > math.MaxInt32 {
-			return "", "extension numbers must be integers in the signed 32-bit range, got " + strings.TrimSpace(string(raw))
+			return "", "extension numbers must be integers in the signed 32-bit range, got " + clip(strings.TrimSpace(string(raw)), 40)
 		}
 		return strconv.FormatInt(n, 10), ""
 	}
@@ -354,4 +354,13 @@ func isJSONMediaType(dct string) bool {
 		return true
 	}
 	return false
+}
+
+// clip is s cut to at most n bytes, marked when cut: a refused literal of
+// any length would otherwise be echoed whole into the answer and the log.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "… (" + strconv.Itoa(len(s)) + " bytes)"
 }

@@ -761,3 +761,13 @@ func TestIndentedEventIsTheSameEvent(t *testing.T) {
 		}
 	}
 }
+
+// A refused extension literal is quoted cut, not whole: a megabyte of
+// digits must not become a megabyte of answer and log line.
+func TestRefusedLiteralIsQuotedCut(t *testing.T) {
+	lit := "1." + strings.Repeat("0", 1<<20) + "1"
+	_, err := Parse(mkEvent(goodData, `"aliyunretry":`+lit))
+	if err == nil || len(err.Error()) > 512 || !strings.Contains(err.Error(), "aliyunretry") {
+		t.Fatalf("%d bytes: %.200v", len(fmt.Sprint(err)), err)
+	}
+}

@@ -85,13 +85,26 @@ func lookup(v any, path string) (any, error) {
 
 // Window derives K for action in the time window of length size that t
 // falls in (windows start at the Unix epoch): one effective result per
-// action per window, such as a daily digest.
+// action per window, such as a daily digest. A size of 0 or less is one
+// second.
 func Window(action string, t time.Time, size time.Duration) string {
 	if size <= 0 {
 		size = time.Second
 	}
 	return hashStrings("action", action, "window", windowIndex(t, size).String(),
-		"window_seconds", strconv.FormatFloat(size.Seconds(), 'f', -1, 64))
+		"window_seconds", exactSeconds(size))
+}
+
+// exactSeconds writes d (positive) in seconds as an exact decimal. A
+// float64's shortest form, which it replaces, is the same text for every
+// size of at most 15 significant digits (every whole-second window), but
+// merged sizes a nanosecond apart past 2^53 ns.
+func exactSeconds(d time.Duration) string {
+	whole, frac := strconv.FormatInt(int64(d/time.Second), 10), int64(d%time.Second)
+	if frac == 0 {
+		return whole
+	}
+	return whole + "." + strings.TrimRight(fmt.Sprintf("%09d", frac), "0")
 }
 
 // windowIndex is floor(nanoseconds since the epoch / size), counted in a

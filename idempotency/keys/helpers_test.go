@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -193,5 +194,31 @@ func TestWindowKeepsItsKeys(t *testing.T) {
 				t.Fatalf("Window(%s, %v) = %s, want %s", c.at, c.size, got, c.key)
 			}
 		})
+	}
+}
+
+// The window size is written exactly: sizes a nanosecond apart are two
+// windows at any size, and every size a float64's shortest form wrote
+// exactly (at most 15 significant digits) keeps the text, so its keys.
+func TestWindowSizeIsExact(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		a, b time.Duration
+	}{
+		{"past 2^53 ns", 1 << 53, 1<<53 + 1},
+		{"past 2^62 ns", 1 << 62, 1<<62 + 1},
+		{"a nanosecond", time.Nanosecond, 2 * time.Nanosecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if Window("d", time.Unix(0, 0), c.a) == Window("d", time.Unix(0, 0), c.b) {
+				t.Fatalf("sizes %d and %d ns derive one key", c.a, c.b)
+			}
+		})
+	}
+	for _, d := range []time.Duration{time.Nanosecond, 1500 * time.Microsecond, time.Second, 90 * time.Second, 24 * time.Hour,
+		30 * 24 * time.Hour, 365 * 24 * time.Hour, 123456789012345, 999999999999999, 1e15 - 1, 10 * 365 * 24 * time.Hour} {
+		if got, was := exactSeconds(d), strconv.FormatFloat(d.Seconds(), 'f', -1, 64); got != was {
+			t.Errorf("%d ns: %s, a float64 wrote %s (its keys would change)", d, got, was)
+		}
 	}
 }
