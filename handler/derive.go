@@ -36,7 +36,7 @@ func deriveKey(t *event.Task, keyFP string, lenient bool) (keys.Derived, error) 
 	f := keys.Fields{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation, Input: t.Input,
 		InputVersion: t.InputVersion, IdempotencyKey: t.IdempotencyKey}
 	if lenient && keyFP == "" && t.TenantID != "" && t.Operation == "" && t.IdempotencyKey != "" {
-		f.Operation = "-" // K needs none; the payload hash names the missing operation "-"
+		f.Operation = noOperation // K needs none
 	}
 	fallback := t.TenantID == "" || f.Operation == "" || keyFP != ""
 	if fallback {
@@ -54,6 +54,11 @@ func deriveKey(t *event.Task, keyFP string, lenient bool) (keys.Derived, error) 
 	}
 	return d, nil
 }
+
+// noOperation stands for a missing operation in the payload hash: no event
+// can name it (an identifier never starts with white space), so the same
+// key with operation "-" is another payload, as any other operation is.
+const noOperation = " no operation"
 
 // KeyRules are the deployment's key selection (KEY_JMESPATH,
 // PAYLOAD_JMESPATH; docs/design.md §4): nil fields keep the default

@@ -96,6 +96,11 @@ func TestKeyFallbackKeepsAnExplicitKey(t *testing.T) {
 		m.calls.Load() != 1 {
 		t.Fatalf("first %+v, again %+v, calls %d", first, again, m.calls.Load())
 	}
+	dash := data("t3")
+	dash["operation"] = "-" // a real operation: another payload than none
+	if o := outcome(t, rg.p.Handle(context.Background(), taskBody("ev-3", dash, ""), handler.Meta{RequestID: "r3"})); o.ErrorType != "payload_mismatch" {
+		t.Fatalf("operation \"-\": %+v", o)
+	}
 	redrive(t, data("t1"), false)
 }
 

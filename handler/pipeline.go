@@ -23,8 +23,10 @@ type Pipeline struct {
 	Model   Model
 	Notify  Notifier // nil: notify.url is refused as unsupported
 	Tasks   *Registry
-	// KeyFallback keys an event without tenant_id or operation by the
-	// fingerprint of its data instead of refusing it (KEY_FALLBACK=fingerprint).
+	// KeyFallback keys an event without tenant_id, or without both
+	// operation and idempotency_key, by the fingerprint of its data instead
+	// of refusing it (KEY_FALLBACK=fingerprint); one with tenant_id and
+	// idempotency_key but no operation keeps its explicit key.
 	KeyFallback bool
 	// Keys: KEY_JMESPATH and PAYLOAD_JMESPATH (zero: the default keys).
 	Keys KeyRules

@@ -85,8 +85,8 @@ func Parse(body []byte) (*Invocation, error) { return ParseWith(body, Options{})
 // Options loosen what Parse requires of a task event.
 type Options struct {
 	// KeyFallback: tenant_id and operation may be absent (the caller then
-	// keys the task by its data's fingerprint; the template's
-	// KEY_FALLBACK=fingerprint). task_type and input stay required: they say
+	// keys the task by its data's fingerprint, or by its idempotency_key
+	// when only operation is absent; the template's KEY_FALLBACK=fingerprint). task_type and input stay required: they say
 	// what to run.
 	KeyFallback bool
 }

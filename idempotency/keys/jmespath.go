@@ -43,6 +43,9 @@ func CompileJMESPath(expr string) (*JMESPath, error) {
 	if err == nil {
 		err = checkCalls(ast)
 	}
+	if err == nil {
+		err = checkOrder(ast)
+	}
 	var prog jmespath.JMESPath
 	if err == nil {
 		prog, err = jmespath.Compile(src)

@@ -222,3 +222,61 @@ func TestCompileJMESPathChecksCalls(t *testing.T) {
 		})
 	}
 }
+
+// A list of an object's members comes in no fixed order: refused at compile
+// time unless an order-free function takes it whole; what is accepted
+// derives one key for one document, search after search.
+func TestCompileJMESPathRefusesUnorderedLists(t *testing.T) {
+	doc := []byte(`{"tenant_id":"t","input":{"a":"1","b":"2","c":"3","d":"4","e":"5","f":"6","g":"7","h":"8"}}`)
+	for _, c := range []struct {
+		expr string
+		ok   bool
+	}{
+		{"input.*", false},
+		{"*", false},
+		{"[tenant_id, input.*]", false},
+		{"input.*.x", false},
+		{"values(input)", false},
+		{"keys(input)", false},
+		{"items(input)", false},
+		{"values(input)[0]", false},
+		{"values(input) | sort(@)", false},
+		{"join(',', keys(input))", false},
+		{"sort_by(items(input), &[0])", false},
+		{"sort(keys(input.*))", false},
+		{"sort(values(input))", true},
+		{"[tenant_id, sort(keys(input))]", true},
+		{"length(input.*)", true},
+		{"max(values(input))", true},
+		{"contains(values(input), '3')", true},
+		{"input.a", true},
+		{"input.[a, b]", true},
+		{"input", true},
+		{"from_items(items(input))", false}, // conservative: only the order-free functions take such a list
+	} {
+		t.Run(c.expr, func(t *testing.T) {
+			j, err := CompileJMESPath(c.expr)
+			if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrBadExpression)) {
+				t.Fatalf("%v, want ok %v", err, c.ok)
+			}
+			if err != nil {
+				return
+			}
+			seen := map[string]bool{}
+			for range 30 {
+				v, err := DecodeJSON(doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, err := j.Hash(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[h] = true
+			}
+			if len(seen) != 1 {
+				t.Fatalf("one document, %d keys", len(seen))
+			}
+		})
+	}
+}

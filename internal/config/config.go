@@ -52,8 +52,10 @@ type Config struct {
 	NotifyAllowedHosts notify.AllowList
 	// NotifySigningSecret keys the HMAC on every notify POST; empty: unsigned.
 	NotifySigningSecret string
-	// KeyFallback: "fingerprint" keys events without tenant_id or operation
-	// by their data's fingerprint; "" (strict) refuses them.
+	// KeyFallback: "fingerprint" keys events without tenant_id, or without
+	// both operation and idempotency_key, by their data's fingerprint (one
+	// with tenant_id and idempotency_key keeps that key); "" (strict)
+	// refuses them.
 	KeyFallback string
 	// KeyJMESPath and PayloadJMESPath select K and the payload hash from
 	// the event data (KEY_JMESPATH, PAYLOAD_JMESPATH; nil: the default
