@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/idempotency/driver"
 )
@@ -173,6 +175,9 @@ func (e *Engine) MaxAttempts() int { return e.o.maxAttempts }
 // would block the retry of a killed instance for nothing.
 func (e *Engine) fill(ctx context.Context, req ClaimRequest) (ClaimRequest, error) {
 	if err := checkKey(req.Key); err != nil {
+		return req, Final("invalid_request", err)
+	}
+	if err := checkText(req); err != nil {
 		return req, Final("invalid_request", err)
 	}
 	if req.Lease <= 0 {
@@ -392,7 +397,13 @@ const finishFailedCode = "finish_failed"
 // resultTooLargeCode is the error code of a result over MaxResultRef.
 const resultTooLargeCode = "result_too_large"
 
+// resultNotTextCode is the error code of a result that is not valid UTF-8.
+const resultNotTextCode = "result_not_utf8"
+
 func checkResult(ref string) error {
+	if !utf8.ValidString(ref) { // MySQL would refuse it on every try: the work done, never recorded
+		return Final(resultNotTextCode, errors.New("the result reference is not valid UTF-8 (store binary results by reference)"))
+	}
 	if len(ref) > driver.MaxResultRef {
 		return Final(resultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (store a reference to it)",
 			len(ref), driver.MaxResultRef))
@@ -460,19 +471,31 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), terminalWriteTimeout)
 }
 
-// maxErrorText bounds the error message a record keeps.
-const maxErrorText = 1000
+// maxErrorText bounds the error message a record keeps, maxErrorCode its
+// code (MySQL's last_error_code holds 64 characters: a longer code would be
+// refused, and the failure with it).
+const (
+	maxErrorText = 1000
+	maxErrorCode = 64
+)
 
 // failure is what a record keeps of cause: its code, its message without
 // the code (at most maxErrorText bytes), and whether it is FINAL.
 func failure(cause error) driver.Failure {
 	class, code := Classify(cause)
-	return driver.Failure{Final: class == ClassFinal, Code: code, Message: truncate(message(cause), maxErrorText)}
+	return driver.Failure{Final: class == ClassFinal, Code: truncate(code, maxErrorCode), Message: truncate(message(cause), maxErrorText)}
 }
 
+// truncate is s as valid UTF-8 (an error text may wrap any bytes) in at
+// most n bytes, cut at a character: MySQL refuses invalid UTF-8, and a
+// failure it refuses is never recorded.
 func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n]
 }

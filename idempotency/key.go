@@ -31,3 +31,21 @@ func checkKey(key string) error {
 	}
 	return nil
 }
+
+// checkText refuses a claim whose text a store keeps is not valid UTF-8:
+// MySQL refuses it (1366) with an error every try would meet again, bbolt
+// keeps it; one rule on every store, as for the key.
+func checkText(req ClaimRequest) error {
+	m := req.Meta
+	for _, f := range []struct{ name, v string }{
+		{"owner", req.Owner}, {"payload hash", req.PayloadHash}, {"legacy payload hash", req.LegacyPayloadHash},
+		{"tenant_id", m.TenantID}, {"task_type", m.TaskType}, {"operation", m.Operation},
+		{"input_version", m.InputVersion}, {"origin request id", m.OriginRequestID}, {"event source", m.EventSource},
+		{"event id", m.EventID}, {"input ref", m.InputRef}, {"traceparent", m.TraceParent},
+	} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%w: the %s %q is not valid UTF-8", driver.ErrInvalid, f.name, f.v)
+		}
+	}
+	return nil
+}
