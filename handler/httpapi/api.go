@@ -172,7 +172,7 @@ func (a *API) state(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	case errors.Is(err, handler.ErrUnknownKey):
 		detail := "no task has this key (or it is so old that even its tombstone has gone)"
 		if tenant != "" && a.Pipeline.KeyFallback { // such a task's K is not derived from the key (docs/design.md §4)
-			detail += "; under KEY_FALLBACK=fingerprint a task sent without tenant_id or operation is keyed by its data's " +
+			detail += "; under KEY_FALLBACK=fingerprint a task sent without tenant_id is keyed by its data's " +
 				"fingerprint, not by its Idempotency-Key: look it up by K, the idempotency_key POST answered"
 		}
 		idemhttp.WriteProblem(w, idemhttp.Problem{Type: idemhttp.TypeNotFound, Title: "Unknown task",

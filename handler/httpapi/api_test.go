@@ -300,18 +300,24 @@ func TestCutOffBodyIsRetryable(t *testing.T) {
 // the key cannot tell such a task from none, so its 404 says where to look.
 func TestKeyFallbackLookup(t *testing.T) {
 	srv := api(t, map[string]string{"KEY_FALLBACK": "fingerprint"})
-	resp, first := call(t, srv, "POST", "/tasks", `"fb-1"`, `{"tenant_id":"acme","task_type":"summarize","input":{"content":"x"}}`, nil)
-	if resp.StatusCode != 200 {
-		t.Fatalf("POST: %d %v", resp.StatusCode, first)
+	post := func(key, body string) string {
+		resp, first := call(t, srv, "POST", "/tasks", key, body, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST: %d %v", resp.StatusCode, first)
+		}
+		return first["idempotency_key"].(string)
 	}
-	k := first["idempotency_key"].(string)
+	noOp := post(`"fb-1"`, `{"tenant_id":"acme","task_type":"summarize","input":{"content":"x"}}`)
+	noTenant := post(`"fb-2"`, `{"task_type":"summarize","operation":"summarize","input":{"content":"y"}}`)
 	cases := []struct {
 		name, path string
 		status     int
 		detail     string // a fragment of the problem's detail
 	}{
-		{name: "by K", path: "/tasks/" + k, status: 200},
-		{name: "by the client's key", path: "/tasks/fb-1?tenant_id=acme", status: 404, detail: "KEY_FALLBACK=fingerprint"},
+		{name: "by K", path: "/tasks/" + noOp, status: 200},
+		{name: "without operation, by the client's key", path: "/tasks/fb-1?tenant_id=acme", status: 200},
+		{name: "without tenant_id, by K", path: "/tasks/" + noTenant, status: 200},
+		{name: "without tenant_id, by the client's key", path: "/tasks/fb-2?tenant_id=acme", status: 404, detail: "KEY_FALLBACK=fingerprint"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
