@@ -295,9 +295,10 @@ func TestCutOffBodyIsRetryable(t *testing.T) {
 	}
 }
 
-// Under KEY_FALLBACK=fingerprint a task without operation (or tenant_id) is
-// keyed by its data's fingerprint, not by its Idempotency-Key; a lookup by
-// the key cannot tell such a task from none, so its 404 says where to look.
+// Under KEY_FALLBACK=fingerprint a task without tenant_id is keyed by its
+// data's fingerprint, not by its Idempotency-Key; a lookup by the key cannot
+// tell such a task from none, so its 404 says where to look. One without
+// operation keeps its key and is found by it.
 func TestKeyFallbackLookup(t *testing.T) {
 	srv := api(t, map[string]string{"KEY_FALLBACK": "fingerprint"})
 	post := func(key, body string) string {
