@@ -395,7 +395,7 @@ var dataCases = []dataCase{
 	{name: "input nested 65 deep", data: data(map[string]string{"input": nested(65)}),
 		want: "input_too_deep", field: "input", gap: "JSON Schema has no limit on nesting"},
 	{name: "input nested 64 deep", data: data(map[string]string{"input": nested(64)}),
-		want: "invalid_request", field: "fingerprint", gap: "JSON Schema has no limit on nesting (data, one level deeper than input, is canonicalised for the fingerprint)"},
+		want: "input_too_deep", field: "fingerprint", gap: "JSON Schema has no limit on nesting (data, one level deeper than input, is canonicalised for the fingerprint)"},
 	{name: "input number beyond a double", data: data(map[string]string{"input": `{"content":"x","n":1e400}`}),
 		want: "invalid_request", field: "input", gap: "JSON Schema numbers have no range; RFC 8785 needs IEEE-754 doubles"},
 	{name: "unpaired surrogate in input", data: data(map[string]string{"input": `{"content":"\ud800"}`}),
