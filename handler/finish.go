@@ -197,7 +197,17 @@ func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempot
 // done. A FINAL failure is recorded (an operator's replay reopens it); a
 // retryable one leaves the finish to the next holder.
 func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs ResultStore, o Outcome, notify *event.Notify,
-	m ossresult.Meta, saved savedOutput) error {
+	m ossresult.Meta, saved savedOutput) (err error) {
+	defer func(ctx context.Context) {
+		// A bug in the finish (a notifier's, say) is recorded FINAL: the
+		// result stands, an operator's replay reopens the finish. Unrecorded,
+		// every FC retry and sweep would take it up and post again, and the
+		// sweeper would meet it first on every run.
+		if v := recover(); v != nil {
+			p.Log.ErrorContext(ctx, "panic while finishing", "panic", fmt.Sprint(v))
+			err = p.finishFailed(ctx, f, idempotency.Final("panic", fmt.Errorf("panic in the finish: %v", v)))
+		}
+	}(ctx)
 	if err := publish(ctx, rs, o.IdempotencyKey, o.ResultRef, m, saved); err != nil {
 		return p.finishFailed(ctx, f, expired(err))
 	}

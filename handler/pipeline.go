@@ -171,16 +171,28 @@ func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta 
 	}
 	var lease *idempotency.Lease
 	var notify *event.Notify // as the stored input says
+	done := false // Do returned: o says what it answered
 	defer func() {
-		// A step's panic, which Do recorded as a retryable failure before
-		// re-raising it: answered here, so that the answer and the log line
-		// name the key and a batch's other members still answer.
+		// A step's panic, which Do recorded (a retryable failure, or FINAL
+		// on the budget's last attempt) before re-raising it: answered here,
+		// as recorded, so that the answer and the log line name the key and
+		// a batch's other members still answer.
 		if v := recover(); v != nil {
 			p.Log.ErrorContext(ctx, "panic while running the task", "panic", fmt.Sprint(v))
-			if lease != nil {
-				o.Status, o.Decision, o.Attempt = string(driver.StatusFailedRetryable), string(idempotency.DecisionFirst), lease.Attempt
+			var cause error = idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))
+			if !done && lease != nil {
+				o.Decision, o.Attempt = string(idempotency.DecisionFirst), lease.Attempt
+				if lease.Attempt > 1 {
+					o.Decision = string(idempotency.DecisionTakeover)
+				}
+				if rec, err := p.Engine.Get(ctx, t.d.Key); err == nil && rec.Fence == lease.Fence {
+					o.Status = string(rec.Status)
+					if rec.Status == driver.StatusFailedFinal {
+						cause = idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
+					}
+				}
 			}
-			out = p.logged(ctx, start, failure(o, idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))))
+			out = p.logged(ctx, start, failure(o, cause))
 		}
 	}()
 	res, err := p.Engine.Do(ctx, p.claimRequest(t, meta, owner), func(ctx context.Context, l *idempotency.Lease) (string, error) {
@@ -191,6 +203,7 @@ func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta 
 		notify = n
 		return ref, err
 	})
+	done = true
 	o.Status, o.Duplicate, o.Decision, o.Attempt, o.ResultRef = string(res.Status), res.Duplicate, string(res.Decision), res.Attempt, res.ResultRef
 	if o.Decision == "" && lease != nil {
 		o.Decision = string(idempotency.DecisionFirst)

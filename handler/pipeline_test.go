@@ -321,3 +321,50 @@ func TestConcurrentInvocations(t *testing.T) {
 	}
 	_ = strings.TrimSpace
 }
+
+// A panic on the budget's last attempt is answered as Do recorded it:
+// FAILED_FINAL attempts_exhausted, not retryable.
+func TestPanicOnTheLastAttemptIsFinal(t *testing.T) {
+	m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) { panic("model SDK bug") }}
+	rg := newRig(t, m, idempotency.WithMaxAttempts(1))
+	body := event("summarize", map[string]any{"content": "boom"})
+	o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}))
+	rec, err := rg.store.Get(context.Background(), outcomeKey(t, body))
+	if err != nil || rec.Status != driver.StatusFailedFinal || o.Status != string(driver.StatusFailedFinal) ||
+		o.ErrorType != rec.LastErrorCode || o.Retryable == nil || *o.Retryable {
+		t.Fatalf("answer %+v, record %+v %v", o, rec, err)
+	}
+}
+
+// panickingNotifier posts, then panics: a bug after the notification left.
+type panickingNotifier struct{ posts atomic.Int32 }
+
+func (n *panickingNotifier) Post(context.Context, string, string, string, []byte) error {
+	n.posts.Add(1)
+	panic("notifier bug")
+}
+
+// A panic in the finish is recorded FINAL on the finish: the result stands,
+// the answer says so, and neither FC's retries nor the sweeper post again
+// or stall on it (it was never recorded: every retry and sweep took the
+// finish up and posted, and the sweeper met it first on every run).
+func TestPanicInTheFinishIsRecordedOnce(t *testing.T) {
+	rg := newRig(t, &model{})
+	n := &panickingNotifier{}
+	rg.p.Notify = n
+	body := notifyEvent("finish panics")
+	o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}))
+	if o.Status != string(driver.StatusSucceeded) || o.ErrorType != "panic" || o.Retryable == nil || *o.Retryable {
+		t.Fatalf("answer %+v", o)
+	}
+	for try := 1; try <= 2; try++ {
+		rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: try})
+	}
+	if _, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := rg.store.Get(context.Background(), o.IdempotencyKey)
+	if err != nil || rec.Status != driver.StatusSucceeded || !rec.FailedFinish() || rec.LastErrorCode != "panic" || n.posts.Load() != 1 {
+		t.Fatalf("record %+v %v, posts %d", rec, err, n.posts.Load())
+	}
+}

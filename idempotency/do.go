@@ -144,12 +144,13 @@ func (e *Engine) Do(ctx context.Context, req ClaimRequest, fn func(ctx context.C
 	if err != nil {
 		return out, err
 	}
-	class, code := Classify(ferr)
+	class, raw := Classify(ferr)
+	code := truncate(raw, maxErrorCode) // as recorded: the first answer and every repeat say the same
 	out.Status, out.ErrorCode, out.Error = st, code, truncate(message(ferr), maxErrorText)
 	if st == driver.StatusFailedFinal {
 		class = ClassFinal
 	}
-	if e, ok := ferr.(*Error); ok && e.Code == code {
+	if e, ok := ferr.(*Error); ok && e.Code == raw {
 		ferr = e.Err // re-classed, not re-coded: the code is said once
 	}
 	return out, &Error{Class: class, Code: code, Err: ferr}

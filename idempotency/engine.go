@@ -513,6 +513,11 @@ func (l *Lease) Step(ctx context.Context, op string, fn func(ctx context.Context
 	if l.disabled {
 		return fn(ctx)
 	}
+	if !utf8.ValidString(op) {
+		// Checkpointed as JSON, the name would come back another (U+FFFD
+		// for the bytes): a resumed lease would miss it and run fn again.
+		return "", Final("invalid_request", fmt.Errorf("%w: the step name %q is not valid UTF-8", driver.ErrInvalid, op))
+	}
 	l.stepsMu.Lock()
 	v, ok := l.steps[op]
 	l.stepsMu.Unlock()

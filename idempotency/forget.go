@@ -24,6 +24,9 @@ func (e *Engine) Forget(ctx context.Context, key string, rp driver.Replay) (prio
 	if err := checkKey(key); err != nil {
 		return prior, err
 	}
+	if err := checkAudit(rp); err != nil {
+		return prior, err
+	}
 	f, ok := e.store.(driver.Forgetter)
 	if !ok {
 		return prior, fmt.Errorf("forget %s: %w: the store cannot forget (it is not a driver.Forgetter)", key, driver.ErrInvalid)

@@ -32,6 +32,17 @@ func checkKey(key string) error {
 	return nil
 }
 
+// checkAudit refuses a replay or forget whose audit text is not valid
+// UTF-8, for the reason checkText gives.
+func checkAudit(rp driver.Replay) error {
+	for _, f := range []struct{ name, v string }{{"reason", rp.Reason}, {"operator", rp.Operator}, {"source", rp.Source}} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%w: the %s %q is not valid UTF-8", driver.ErrInvalid, f.name, f.v)
+		}
+	}
+	return nil
+}
+
 // checkText refuses a claim whose text a store keeps is not valid UTF-8:
 // MySQL refuses it (1366) with an error every try would meet again, bbolt
 // keeps it; one rule on every store, as for the key.

@@ -32,6 +32,9 @@ func (e *Engine) Reset(ctx context.Context, key string, rp driver.Replay) (prior
 	if err := checkKey(key); err != nil {
 		return prior, after, err
 	}
+	if err := checkAudit(rp); err != nil {
+		return prior, after, err
+	}
 	m, ok := e.store.(driver.Maintainer)
 	if !ok {
 		return prior, after, fmt.Errorf("reset %s: %w: the store keeps no audit (it is not a driver.Maintainer)",

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/idempotency/driver"
 )
@@ -68,8 +69,14 @@ func encodeResult[T any](ctx context.Context, e *Engine, l *Lease, v T) (string,
 	if err != nil {
 		return "", v, Final("result_unencodable", fmt.Errorf("result does not decode back into %T: %w", v, err))
 	}
-	if ref := inlinePrefix + string(data); len(ref) <= driver.MaxResultRef {
+	// Inline only as valid UTF-8, which a record holds on every store; a
+	// json.RawMessage or a Marshaler may write any bytes, which a blob holds.
+	if ref := inlinePrefix + string(data); len(ref) <= driver.MaxResultRef && utf8.Valid(data) {
 		return ref, back, nil
+	}
+	if e.o.blobs == nil && !utf8.Valid(data) {
+		return "", v, Final("result_unencodable", errors.New("the result's JSON is not valid UTF-8 (a json.RawMessage or "+
+			"a Marshaler wrote invalid bytes), which a record cannot hold: write valid UTF-8, or give the engine a blob store"))
 	}
 	if e.o.blobs == nil {
 		return "", v, Final(resultTooLargeCode, fmt.Errorf("result of %d bytes; a record holds at most %d (give the engine a blob store)",

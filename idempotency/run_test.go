@@ -129,3 +129,53 @@ func TestRunStoresLargeResultsUnderAnyKey(t *testing.T) {
 		})
 	}
 }
+
+// A result whose JSON is not valid UTF-8 (a json.RawMessage passes any
+// bytes) goes to the blob store, which holds bytes, and is answered as it
+// was; without one it is FINAL result_unencodable, fn run once.
+func TestRunKeepsResultsThatAreNotText(t *testing.T) {
+	raw := json.RawMessage("\"caf\xe9\"")
+	for _, c := range []struct {
+		name  string
+		blobs bool
+		code  string
+	}{
+		{"with a blob store", true, ""},
+		{"without one", false, "result_unencodable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, err := boltstore.Open(t.TempDir(), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close() })
+			var opts []idempotency.Option
+			if c.blobs {
+				local, err := ossresult.NewLocal(t.TempDir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts = append(opts, idempotency.WithBlobStore(ossresult.Blobs(local)))
+			}
+			eng := idempotency.New(store, opts...)
+			runs := 0
+			for try := range 2 {
+				req := idempotency.ClaimRequest{Key: "raw-1", PayloadHash: "ph", Owner: "req-1", Try: try}
+				got, _, err := idempotency.Run(context.Background(), eng, req, func(context.Context, *idempotency.Lease) (json.RawMessage, error) {
+					runs++
+					return raw, nil
+				})
+				var ie *idempotency.Error
+				switch {
+				case c.code == "" && (err != nil || string(got) != string(raw)):
+					t.Fatalf("try %d: %q %v", try, got, err)
+				case c.code != "" && (!errors.As(err, &ie) || ie.Code != c.code || ie.Retryable()):
+					t.Fatalf("try %d: %v, want FINAL %s", try, err, c.code)
+				}
+			}
+			if runs != 1 {
+				t.Fatalf("fn ran %d times", runs)
+			}
+		})
+	}
+}

@@ -82,6 +82,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FailuresAreRecordedWhateverTheirText", func(t *testing.T) { failureText(t, h) })
 	t.Run("RecordTextIsOneRuleOnEveryStore", func(t *testing.T) { metaText(t, h) })
 	t.Run("ResultsThatAreNotTextEndFinalOnce", func(t *testing.T) { resultText(t, h) })
+	t.Run("StepNamesAreText", func(t *testing.T) { stepName(t, h) })
+	t.Run("AuditTextIsOneRuleOnEveryStore", func(t *testing.T) { auditText(t, h) })
 	t.Run("RunReplaysTypedResults", func(t *testing.T) { runTyped(t, h) })
 	t.Run("RunKeepsA1MiBResultByReference", func(t *testing.T) { runLarge(t, h) })
 	t.Run("WaitInFlightAnswersTheOwnersResult", func(t *testing.T) { waitInFlight(t, h) })

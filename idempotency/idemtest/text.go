@@ -39,6 +39,10 @@ func failureText(t *testing.T, h Harness) {
 				!utf8.ValidString(rec.LastErrorCode) || !strings.HasPrefix(rec.LastErrorCode, c.code[:2]) {
 				t.Fatalf("last error %q %q", rec.LastErrorCode, rec.LastError)
 			}
+			var ie *idempotency.Error
+			if !errors.As(err, &ie) || ie.Code != rec.LastErrorCode { // the first answer says what every repeat will
+				t.Fatalf("answered code %q, recorded %q", ie.Code, rec.LastErrorCode)
+			}
 		})
 	}
 }
@@ -93,4 +97,46 @@ func resultText(t *testing.T, h Harness) {
 	}
 	want(t, "runs", runs, 1)
 	want(t, "status", get(t, e, key).Status, driver.StatusFailedFinal)
+}
+
+// stepName: a step name that is not valid UTF-8 is refused before its fn
+// runs — checkpointed as JSON it would come back another name, and a
+// resumed lease would run the step again.
+func stepName(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ran := false
+	_, err := e.Do(context.Background(), req(NewKey(), "a"), func(ctx context.Context, l *idempotency.Lease) (string, error) {
+		return l.Step(ctx, "charge-\xff", func(context.Context) (string, error) {
+			ran = true
+			return "charged", nil
+		})
+	})
+	var ie *idempotency.Error
+	if !errors.As(err, &ie) || ie.Code != "invalid_request" || ie.Retryable() || ran {
+		t.Fatalf("%v (ran %v), want FINAL invalid_request before the step runs", err, ran)
+	}
+}
+
+// auditText: a replay's or forget's audit text follows the claim's rule —
+// MySQL refused invalid UTF-8 there with a retryable "store unavailable"
+// — and the record is left as it was.
+func auditText(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	key := NewKey()
+	if _, err := e.Do(context.Background(), req(key, "a"), func(context.Context, *idempotency.Lease) (string, error) {
+		return "", idempotency.Final("bad", errors.New("refused"))
+	}); err == nil {
+		t.Fatal("no error")
+	}
+	for _, rp := range []driver.Replay{{Reason: "r\xff", Operator: "o"}, {Reason: "r", Operator: "o\xff"}} {
+		if _, _, err := e.Reset(context.Background(), key, rp); !errors.Is(err, driver.ErrInvalid) {
+			t.Fatalf("reset %+v: %v, want driver.ErrInvalid", rp, err)
+		}
+		if _, err := e.Forget(context.Background(), key, rp); !errors.Is(err, driver.ErrInvalid) {
+			t.Fatalf("forget %+v: %v, want driver.ErrInvalid", rp, err)
+		}
+	}
+	rec := get(t, e, key)
+	want(t, "status", rec.Status, driver.StatusFailedFinal)
+	want(t, "fence", rec.Fence, 1)
 }
