@@ -29,6 +29,7 @@ type Middleware struct {
 	fingerprint func(*http.Request, []byte) ([]byte, error)
 	headers     []string
 	maxBody     int64
+	maxResponse int64
 	retryAfter  time.Duration
 	log         *slog.Logger
 }
@@ -80,6 +81,28 @@ func WithStoredHeaders(names ...string) Option {
 // is 413 without running.
 func WithMaxBody(n int64) Option { return func(m *Middleware) { m.maxBody = n } }
 
+// WithMaxResponse bounds the response body the middleware holds to store
+// (default DefaultMaxResponse; n <= 0 is the default). A handler that writes
+// more is answered as it writes, past the bound, and its response is not
+// stored: the key answers every repeat response-not-stored (code
+// response_too_large), never a second run.
+func WithMaxResponse(n int64) Option {
+	return func(m *Middleware) {
+		if n > 0 {
+			m.maxResponse = n
+		}
+	}
+}
+
+// DefaultMaxResponse bounds a stored response body (1 MiB, as DefaultMaxBody
+// a request's). Storing holds a response about ten times over for a moment
+// (measured: the buffer, its JSON, base64 and so a third larger, and the
+// copies encoding it and decoding it back make): 10 MiB a request, 100 MB
+// for the template's 10 concurrent requests on a 512 MB FC instance, which
+// leaves the garbage collector its headroom. A larger answer (an export)
+// belongs in an object the response names.
+const DefaultMaxResponse = 1 << 20
+
 // WithRetryAfter sets the Retry-After of a 409 in flight and a 503 (default
 // 1 s).
 func WithRetryAfter(d time.Duration) Option { return func(m *Middleware) { m.retryAfter = d } }
@@ -100,7 +123,7 @@ var DefaultStoredHeaders = []string{"Content-Type", "Content-Encoding", "Content
 // holds (about 1.5 KiB of body), idempotency.WithBlobStore.
 func New(eng *idempotency.Engine, opts ...Option) *Middleware {
 	m := &Middleware{eng: eng, principal: func(*http.Request) (string, error) { return "", nil }, challenge: DefaultChallenge,
-		fingerprint: defaultFingerprint, maxBody: DefaultMaxBody, retryAfter: time.Second, log: slog.Default()}
+		fingerprint: defaultFingerprint, maxBody: DefaultMaxBody, maxResponse: DefaultMaxResponse, retryAfter: time.Second, log: slog.Default()}
 	WithStoredHeaders(DefaultStoredHeaders...)(m) // canonical: the recorder looks them up as net/http keys them
 	for _, o := range opts {
 		o(m)
@@ -218,13 +241,17 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, req idempotency.C
 		defer cancel()
 	}
 	resp, out, err := idempotency.Run(ctx, rt.m.eng, req, func(ctx context.Context, _ *idempotency.Lease) (stored, error) {
-		rec := newRecorder()
+		rec := newRecorder(w, rt.m.maxResponse)
 		rt.h.ServeHTTP(rec, r.WithContext(ctx))
 		s := rec.result(rt.m.headers)
 		fresh = &s
-		if !Storable(s.Status) {
+		switch {
+		case !Storable(s.Status):
 			return stored{}, idempotency.Retryable("http_"+strconv.Itoa(s.Status),
 				fmt.Errorf("the handler answered %d, which a retry may change: not stored", s.Status))
+		case s.sent: // it ran and was answered: FINAL, so that no repeat runs it again
+			return stored{}, idempotency.Final(codeResponseTooLarge,
+				fmt.Errorf("the response outgrew %d bytes (WithMaxResponse): answered, not stored", rt.m.maxResponse))
 		}
 		return s, nil
 	})
@@ -234,7 +261,9 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, req idempotency.C
 			rt.m.log.ErrorContext(ctx, "the response was answered but could not be stored", "request_id", req.Owner,
 				"idempotency_key", req.Key, "error", err.Error())
 		}
-		fresh.write(w, false)
+		if !fresh.sent {
+			fresh.write(w, false)
+		}
 	case err == nil:
 		resp.write(w, true)
 	default:
@@ -252,6 +281,9 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, req idempotency.C
 // without a blob store (idempotency.WithBlobStore).
 const codeTooLarge = "result_too_large"
 
+// codeResponseTooLarge is the key's code for a response over WithMaxResponse.
+const codeResponseTooLarge = "response_too_large"
+
 func isHTTPRetry(err error) bool {
 	_, code := idempotency.Classify(err)
 	return len(code) == 8 && code[:5] == "http_"
@@ -268,7 +300,7 @@ func (m *Middleware) problemOf(err error, out idempotency.Outcome) Problem {
 		return UnavailableProblem("the idempotency store is unreachable; nothing ran", m.retryAfter)
 	}
 	class, code := idempotency.Classify(err)
-	if code == codeTooLarge { // it ran: "failed, use a new key" would run it twice
+	if code == codeTooLarge || code == codeResponseTooLarge { // it ran: "failed, use a new key" would run it twice
 		p := NotStoredProblem(code)
 		p.Replayed = out.Duplicate
 		return p

@@ -1,7 +1,7 @@
 package idemhttp
 
 import (
-	"bytes"
+	"math"
 	"net/http"
 )
 
@@ -12,6 +12,7 @@ type stored struct {
 	Header map[string][]string `json:"header,omitempty"`
 	Body   []byte              `json:"body,omitempty"`
 	all    http.Header         // every header the handler set: a fresh answer sends them all
+	sent   bool                // the recorder passed it to the client already: it outgrew the limit
 }
 
 // write answers s; a replay sends the stored headers only, and marks itself.
@@ -32,14 +33,22 @@ func (s stored) write(w http.ResponseWriter, replayed bool) {
 }
 
 // recorder captures the handler's response instead of sending it: it is
-// sent once the outcome is known (stored or not).
+// sent once the outcome is known (stored or not). It holds at most limit
+// bytes of body; a response that outgrows them cannot be stored, so the
+// recorder sends what it holds and passes the rest straight to the client
+// (memory stays within the limit whatever the handler streams).
 type recorder struct {
+	w      http.ResponseWriter // the client's
+	limit  int
 	header http.Header
 	status int
-	body   bytes.Buffer
+	body   []byte
+	passed bool // the body outgrew limit: sent as written, not stored
 }
 
-func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+func newRecorder(w http.ResponseWriter, limit int64) *recorder {
+	return &recorder{w: w, limit: int(min(limit, math.MaxInt)), header: http.Header{}}
+}
 
 func (r *recorder) Header() http.Header { return r.header }
 
@@ -53,18 +62,61 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	return r.body.Write(b)
+	if !r.passed && len(r.body)+len(b) <= r.limit {
+		r.keep(b)
+		return len(b), nil
+	}
+	if !r.passed {
+		r.pass(b)
+	}
+	return r.w.Write(b)
 }
 
-// result is the captured response with the named headers kept.
+// keep appends b, doubling the buffer but never past limit: the limit
+// bounds what a request holds, not only what it stores.
+func (r *recorder) keep(b []byte) {
+	if n := len(r.body) + len(b); n > cap(r.body) {
+		grown := make([]byte, len(r.body), min(max(2*cap(r.body), n, 512), r.limit))
+		copy(grown, r.body)
+		r.body = grown
+	}
+	r.body = append(r.body, b...)
+}
+
+// pass sends the status, the headers and the body held so far, before next,
+// the write that outgrew the limit, and lets go of the buffer. Later header
+// changes reach the client's header map, so trailers work as net/http has them.
+func (r *recorder) pass(next []byte) {
+	r.passed = true
+	head := r.body
+	if len(head) < sniffLen { // what net/http would sniff: the first 512 bytes sent
+		head = append(head[:len(head):len(head)], next[:min(len(next), sniffLen-len(head))]...)
+	}
+	sniff(r.header, head)
+	stored{Status: r.status, Body: r.body, all: r.header}.write(r.w, false)
+	r.header, r.body = r.w.Header(), nil
+}
+
+// sniffLen is how much of a body http.DetectContentType reads.
+const sniffLen = 512
+
+// sniff sets the Content-Type net/http would have sniffed from body, when
+// the handler set none: a replay must say the same as the first answer.
+func sniff(h http.Header, body []byte) {
+	if _, ok := h["Content-Type"]; !ok && len(body) > 0 {
+		h.Set("Content-Type", http.DetectContentType(body))
+	}
+}
+
+// result is the captured response with the named headers kept; sent when
+// it outgrew the limit (its body is then not held).
 func (r *recorder) result(names []string) stored {
-	s := stored{Status: r.status, Body: r.body.Bytes(), all: r.header, Header: map[string][]string{}}
+	s := stored{Status: r.status, Body: r.body, all: r.header, Header: map[string][]string{}, sent: r.passed}
 	if s.Status == 0 {
 		s.Status = http.StatusOK
 	}
-	if _, ok := r.header["Content-Type"]; !ok && len(s.Body) > 0 {
-		// What net/http would have sniffed: a replay must say the same.
-		r.header.Set("Content-Type", http.DetectContentType(s.Body))
+	if !r.passed {
+		sniff(r.header, s.Body)
 	}
 	for _, n := range names {
 		if v, ok := r.header[n]; ok {

@@ -21,12 +21,18 @@ import (
 // newServer serves mux's routes, wrapped by m, on a fresh embedded store.
 func newServer(t *testing.T, routes map[string]http.HandlerFunc, opts ...idemhttp.Option) *httptest.Server {
 	t.Helper()
+	return newServerOn(t, nil, routes, opts...)
+}
+
+// newServerOn is newServer with the engine's options.
+func newServerOn(t *testing.T, engOpts []idempotency.Option, routes map[string]http.HandlerFunc, opts ...idemhttp.Option) *httptest.Server {
+	t.Helper()
 	s, err := boltstore.Open(t.TempDir(), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	m := idemhttp.New(idempotency.New(s, idempotency.WithLogger(idemtest.TestLogger(t))),
+	m := idemhttp.New(idempotency.New(s, append([]idempotency.Option{idempotency.WithLogger(idemtest.TestLogger(t))}, engOpts...)...),
 		append([]idemhttp.Option{idemhttp.WithLogger(idemtest.TestLogger(t))}, opts...)...)
 	mux := http.NewServeMux()
 	for pattern, h := range routes {

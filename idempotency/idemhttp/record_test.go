@@ -1,0 +1,47 @@
+package idemhttp
+
+import (
+	"bytes"
+	"net/http/httptest"
+	"testing"
+)
+
+// The recorder's buffer never grows past its limit, however the handler
+// writes: held whole within it, the rest passed to the client.
+func TestRecorderHoldsAtMostItsLimit(t *testing.T) {
+	const limit = 3000 // no power of two: doubling would overshoot it
+	cases := []struct {
+		name   string
+		writes []int
+		passed bool
+	}{
+		{"small writes up to the limit", []int{1, 100, 999, 1900}, false},
+		{"small writes past the limit", []int{1000, 1000, 1000, 1, 1000}, true},
+		{"one write past the limit", []int{limit + 1}, true},
+		{"a held body, then one large write", []int{10, 10 * limit}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			client := httptest.NewRecorder()
+			rec := newRecorder(client, limit)
+			var want bytes.Buffer
+			for i, n := range c.writes {
+				b := bytes.Repeat([]byte{byte('a' + i)}, n)
+				want.Write(b)
+				if k, err := rec.Write(b); k != n || err != nil {
+					t.Fatalf("write %d: %d, %v", i, k, err)
+				}
+				if cap(rec.body) > limit {
+					t.Fatalf("write %d: a buffer of %d bytes", i, cap(rec.body))
+				}
+			}
+			got := rec.body
+			if rec.passed {
+				got = client.Body.Bytes()
+			}
+			if rec.passed != c.passed || !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("passed %v, %d bytes of %d", rec.passed, len(got), want.Len())
+			}
+		})
+	}
+}
