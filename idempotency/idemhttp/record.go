@@ -3,6 +3,7 @@ package idemhttp
 import (
 	"math"
 	"net/http"
+	"time"
 )
 
 // stored is a response as the key's record keeps it (JSON, by reference
@@ -70,6 +71,29 @@ func (r *recorder) Write(b []byte) (int, error) {
 		r.pass(b)
 	}
 	return r.w.Write(b)
+}
+
+// FlushError flushes the client's writer once the response passes through.
+// While it is held, nothing can be sent: whether it will be stored, and so
+// what a repeat gets, is not known until the handler returns or outgrows the
+// limit. It then does nothing and succeeds, so a handler that streams works
+// either way; what it wrote goes when the handler returns.
+func (r *recorder) FlushError() error {
+	if !r.passed {
+		return nil
+	}
+	return http.NewResponseController(r.w).Flush()
+}
+
+// Flush is FlushError for http.Flusher.
+func (r *recorder) Flush() { _ = r.FlushError() }
+
+// SetWriteDeadline reaches the client's connection, as a handler streaming a
+// long answer past the server's WriteTimeout needs. The recorder has no
+// Unwrap: http.ResponseController would hijack the connection through it,
+// and the handler answer past the recorder what no repeat gets.
+func (r *recorder) SetWriteDeadline(t time.Time) error {
+	return http.NewResponseController(r.w).SetWriteDeadline(t)
 }
 
 // keep appends b, doubling the buffer but never past limit: the limit

@@ -45,3 +45,30 @@ func TestRecorderHoldsAtMostItsLimit(t *testing.T) {
 		})
 	}
 }
+
+// Flush sends nothing while the response is held (it may yet be stored),
+// and flushes the client's writer once it passes through.
+func TestRecorderFlush(t *testing.T) {
+	const limit = 10
+	cases := []struct {
+		name    string
+		write   int
+		flushed bool
+	}{
+		{"held: nothing is sent", limit, false},
+		{"passed through: the client's writer flushes", limit + 1, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			client := httptest.NewRecorder()
+			rec := newRecorder(client, limit)
+			_, _ = rec.Write(bytes.Repeat([]byte("x"), c.write))
+			if err := rec.FlushError(); err != nil {
+				t.Fatal(err)
+			}
+			if client.Flushed != c.flushed || (client.Body.Len() > 0) != c.flushed {
+				t.Fatalf("flushed %v, %d bytes sent", client.Flushed, client.Body.Len())
+			}
+		})
+	}
+}
