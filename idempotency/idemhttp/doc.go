@@ -17,6 +17,8 @@
 //     the stored headers, body — large ones by reference in the engine's
 //     blob store) is stored when it is the outcome (2xx, 3xx, final 4xx)
 //     and replayed exactly to every repeat with Idempotency-Replayed: true.
+//     A body over WithMaxResponse streams to the client as written and is
+//     not stored: every repeat is response-not-stored, never a second run.
 //     A retryable answer (5xx, 408, 425, 429) is sent but not stored: the
 //     retry runs again, within the engine's attempt budget.
 //   - A repeat while the first runs is 409 with Retry-After, or waits

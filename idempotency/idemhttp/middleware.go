@@ -120,7 +120,8 @@ var DefaultStoredHeaders = []string{"Content-Type", "Content-Encoding", "Content
 // New builds the middleware. To let a repeat that meets the first request in
 // flight wait for its response instead of answering 409 at once, give the
 // engine idempotency.WithWaitInFlight; for responses larger than a record
-// holds (about 1.5 KiB of body), idempotency.WithBlobStore.
+// holds (about 1.5 KiB of body) and up to WithMaxResponse,
+// idempotency.WithBlobStore.
 func New(eng *idempotency.Engine, opts ...Option) *Middleware {
 	m := &Middleware{eng: eng, principal: func(*http.Request) (string, error) { return "", nil }, challenge: DefaultChallenge,
 		fingerprint: defaultFingerprint, maxBody: DefaultMaxBody, maxResponse: DefaultMaxResponse, retryAfter: time.Second, log: slog.Default()}
