@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"bytes"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 )
@@ -42,6 +43,10 @@ func TestRecorderHoldsAtMostItsLimit(t *testing.T) {
 			if rec.passed != c.passed || !bytes.Equal(got, want.Bytes()) {
 				t.Fatalf("passed %v, %d bytes of %d", rec.passed, len(got), want.Len())
 			}
+			// Passed through, it says the type net/http would have sniffed.
+			if ct := client.Header().Get("Content-Type"); c.passed && ct != http.DetectContentType(want.Bytes()) {
+				t.Fatalf("Content-Type %q", ct)
+			}
 		})
 	}
 }
@@ -68,6 +73,28 @@ func TestRecorderFlush(t *testing.T) {
 			}
 			if client.Flushed != c.flushed || (client.Body.Len() > 0) != c.flushed {
 				t.Fatalf("flushed %v, %d bytes sent", client.Flushed, client.Body.Len())
+			}
+		})
+	}
+}
+
+// WithMaxResponse sets the bound; none, or one not positive, is the default,
+// as WithMaxBody's.
+func TestWithMaxResponse(t *testing.T) {
+	cases := []struct {
+		name string
+		opts []Option
+		want int64
+	}{
+		{"unset", nil, DefaultMaxResponse},
+		{"set", []Option{WithMaxResponse(5)}, 5},
+		{"zero is the default", []Option{WithMaxResponse(0)}, DefaultMaxResponse},
+		{"negative is the default", []Option{WithMaxResponse(-1)}, DefaultMaxResponse},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := New(nil, c.opts...).maxResponse; got != c.want {
+				t.Fatalf("%d, want %d", got, c.want)
 			}
 		})
 	}
