@@ -90,8 +90,8 @@ func (r *recorder) Flush() { _ = r.FlushError() }
 
 // SetWriteDeadline reaches the client's connection, as a handler streaming a
 // long answer past the server's WriteTimeout needs. The recorder has no
-// Unwrap: http.ResponseController would hijack the connection through it,
-// and the handler answer past the recorder what no repeat gets.
+// Unwrap: through it http.ResponseController would let a handler Hijack the
+// connection and answer around the record, an answer no repeat gets.
 func (r *recorder) SetWriteDeadline(t time.Time) error {
 	return http.NewResponseController(r.w).SetWriteDeadline(t)
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // pattern's bytes count modulo a prime, so a chunk lost or sent twice
-// (32 KiB, a multiple of no period of it) changes the body.
+// (32 KiB, no multiple of the period) changes the body.
 type pattern struct{ n byte }
 
 func (p *pattern) Read(b []byte) (int, error) {
