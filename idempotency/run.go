@@ -71,8 +71,8 @@ func encodeResult[T any](ctx context.Context, e *Engine, l *Lease, v T) (string,
 	}
 	// Inline only as valid UTF-8, which a record holds on every store; a
 	// json.RawMessage or a Marshaler may write any bytes, which a blob holds.
-	if ref := inlinePrefix + string(data); len(ref) <= driver.MaxResultRef && utf8.Valid(data) {
-		return ref, back, nil
+	if len(inlinePrefix)+len(data) <= driver.MaxResultRef && utf8.Valid(data) { // no copy of a large result
+		return inlinePrefix + string(data), back, nil
 	}
 	if e.o.blobs == nil && !utf8.Valid(data) {
 		return "", v, Final("result_unencodable", errors.New("the result's JSON is not valid UTF-8 (a json.RawMessage or "+
