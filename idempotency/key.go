@@ -43,19 +43,27 @@ func checkAudit(rp driver.Replay) error {
 	return nil
 }
 
-// checkText refuses a claim whose text a store keeps is not valid UTF-8:
-// MySQL refuses it (1366) with an error every try would meet again, bbolt
-// keeps it; one rule on every store, as for the key.
+// checkText refuses a claim whose text a store keeps is not valid UTF-8 or
+// longer than MySQL's column holds (characters, as VARCHAR counts them):
+// MySQL refuses such text (1366, 1406) where bbolt keeps it; one rule on
+// every store, as for the key.
 func checkText(req ClaimRequest) error {
 	m := req.Meta
-	for _, f := range []struct{ name, v string }{
-		{"owner", req.Owner}, {"payload hash", req.PayloadHash}, {"legacy payload hash", req.LegacyPayloadHash},
-		{"tenant_id", m.TenantID}, {"task_type", m.TaskType}, {"operation", m.Operation},
-		{"input_version", m.InputVersion}, {"origin request id", m.OriginRequestID}, {"event source", m.EventSource},
-		{"event id", m.EventID}, {"input ref", m.InputRef}, {"traceparent", m.TraceParent},
+	for _, f := range []struct {
+		name, v string
+		max     int // 0: not stored (compared only)
+	}{
+		{"owner", req.Owner, 128}, {"payload hash", req.PayloadHash, 64}, {"legacy payload hash", req.LegacyPayloadHash, 0},
+		{"tenant_id", m.TenantID, 128}, {"task_type", m.TaskType, 64}, {"operation", m.Operation, 128},
+		{"input_version", m.InputVersion, 128}, {"origin request id", m.OriginRequestID, 128}, {"event source", m.EventSource, 255},
+		{"event id", m.EventID, 255}, {"input ref", m.InputRef, 1024}, {"traceparent", m.TraceParent, 55},
 	} {
-		if !utf8.ValidString(f.v) {
+		switch {
+		case !utf8.ValidString(f.v):
 			return fmt.Errorf("%w: the %s %q is not valid UTF-8", driver.ErrInvalid, f.name, f.v)
+		case f.max > 0 && utf8.RuneCountInString(f.v) > f.max:
+			return fmt.Errorf("%w: the %s is %d characters; a record holds at most %d", driver.ErrInvalid, f.name,
+				utf8.RuneCountInString(f.v), f.max)
 		}
 	}
 	return nil

@@ -48,9 +48,10 @@ func failureText(t *testing.T, h Harness) {
 }
 
 // metaText: the record's text fields follow one rule on every store:
-// invalid UTF-8 in one (a library caller's tenant) is FINAL
-// invalid_request before any store sees it — MySQL would refuse it with
-// 1366, a retryable "store unavailable" on every try, where bbolt kept it.
+// invalid UTF-8 in one (a library caller's tenant), or more characters than
+// MySQL's column holds, is FINAL invalid_request before any store sees it —
+// MySQL refused the first with 1366, a retryable "store unavailable" on
+// every try, and the second FINAL, where bbolt kept both.
 func metaText(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	for _, c := range []struct {
@@ -62,6 +63,9 @@ func metaText(t *testing.T, h Harness) {
 		{"operation", func(m *driver.Meta) { m.Operation = "o\xff" }},
 		{"origin request id", func(m *driver.Meta) { m.OriginRequestID = "r\xff" }},
 		{"event id", func(m *driver.Meta) { m.EventID = "e\xff" }},
+		{"tenant_id over 128 characters", func(m *driver.Meta) { m.TenantID = strings.Repeat("t", 129) }},
+		{"traceparent over 55 characters", func(m *driver.Meta) { m.TraceParent = strings.Repeat("0", 56) }},
+		{"event id over 255 characters", func(m *driver.Meta) { m.EventID = strings.Repeat("é", 256) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := req(NewKey(), "a")
