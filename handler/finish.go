@@ -248,8 +248,20 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 	return nil
 }
 
+// finishFailed records cause on f's finish and answers it; when another
+// holder took the finish over meanwhile (the store fenced the failure out),
+// that holder's record answers instead, as for a Hold it lost.
 func (p *Pipeline) finishFailed(ctx context.Context, f *idempotency.Finisher, cause error) error {
-	if err := f.Fail(ctx, cause); err != nil {
+	if err := f.Fail(ctx, cause); errors.Is(err, idempotency.ErrLeaseLost) {
+		if rec, gerr := p.Engine.Get(context.WithoutCancel(ctx), f.Key); gerr == nil {
+			if rec.FailedFinish() {
+				return idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
+			}
+			p.Log.WarnContext(ctx, "finish taken over by another holder before this one failed; it finishes", "error", cause.Error())
+			return nil
+		}
+		p.Log.WarnContext(ctx, "finish failure not recorded", "error", err.Error())
+	} else if err != nil {
 		p.Log.WarnContext(ctx, "finish failure not recorded", "error", err.Error())
 	} else if class, code := idempotency.Classify(cause); class == idempotency.ClassFinal {
 		// The alert's line: the result stands but was not published or

@@ -73,19 +73,14 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 			rep.Skipped = len(cands) - i
 			break
 		}
-		var out Outcome
+		out, deferred := p.sweepOne(ctx, rec, meta, owner, i)
 		switch {
+		case deferred:
+			rep.Deferred++
 		case rec.Status == driver.StatusSucceeded:
-			out = p.refinish(ctx, rec, meta, owner)
 			rep.Finished++
 		default:
-			var deferred bool
-			out, deferred = p.redrive(ctx, rec, meta, fmt.Sprintf("%s#%d", owner, i))
-			if deferred {
-				rep.Deferred++
-			} else {
-				rep.Redriven++
-			}
+			rep.Redriven++
 		}
 		rep.Results = append(rep.Results, out)
 		if o.Progress != nil {
@@ -95,6 +90,25 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 	p.Log.InfoContext(ctx, "sweep done", "scanned", rep.Scanned, "redriven", rep.Redriven, "finished", rep.Finished,
 		"deferred", rep.Deferred, "skipped", rep.Skipped, "oldest_age_s", oldestAgeSeconds(cands))
 	return rep, nil
+}
+
+// sweepOne takes up rec's pending finish or re-drives it, and reports
+// whether it set rec aside. A panic there (a bug reading its input, say)
+// sets rec aside too: the sweep goes on to the others, and later sweeps do
+// not meet rec first on every run.
+func (p *Pipeline) sweepOne(ctx context.Context, rec driver.Record, meta Meta, owner string, i int) (out Outcome, deferred bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			c := logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
+			p.Log.ErrorContext(c, "panic while sweeping a record", "panic", fmt.Sprint(v))
+			o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
+			out, deferred = p.setAside(c, o, rec, readBackoff, idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))), true
+		}
+	}()
+	if rec.Status == driver.StatusSucceeded {
+		return p.refinish(ctx, rec, meta, owner), false
+	}
+	return p.redrive(ctx, rec, meta, fmt.Sprintf("%s#%d", owner, i))
 }
 
 // storedTask rebuilds the task of rec from its input.json, and how its K

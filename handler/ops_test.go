@@ -123,3 +123,44 @@ func TestReplayDLQFinishesNotify(t *testing.T) {
 		t.Fatalf("posts %d model calls %d", n.posts.Load(), m.calls.Load())
 	}
 }
+
+// inputPanics is a result store whose read of one key's input.json panics:
+// a bug the sweeper meets on one record.
+type inputPanics struct {
+	handler.ResultStore
+	key string
+}
+
+func (s inputPanics) Get(ctx context.Context, key string) ([]byte, ossresult.Meta, error) {
+	if in, _ := ossresult.InputKey(s.key); key == in {
+		panic("result store SDK bug reading " + key)
+	}
+	return s.ResultStore.Get(ctx, key)
+}
+
+// A panic on one record sets it aside: the sweep finishes the others, and
+// the next sweep does not meet the record first again (the panic ended the
+// whole sweep, on that record, on every run).
+func TestSweepSetsAsideARecordThatPanics(t *testing.T) {
+	rg := newRig(t, &model{}, idempotency.WithLease(200*time.Millisecond))
+	n := &notifier{}
+	n.fail.Store(2) // both first deliveries leave their finish pending
+	rg.p.Notify = n
+	for _, c := range []string{"a", "b"} {
+		rg.p.Handle(context.Background(), notifyEvent(c), handler.Meta{RequestID: "r-" + c})
+	}
+	bad := outcomeKey(t, notifyEvent("a"))
+	rs, _ := rg.p.Results(context.Background(), handler.Credentials{})
+	rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) { return inputPanics{rs, bad}, nil }
+	time.Sleep(300 * time.Millisecond) // the holders' finish leases end
+	rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
+	if err != nil || rep.Scanned != 2 || rep.Deferred != 1 || n.posts.Load() != 1 {
+		t.Fatalf("sweep %+v %v, posts %d", rep, err, n.posts.Load())
+	}
+	if rec, err := rg.store.Get(context.Background(), outcomeKey(t, notifyEvent("b"))); err != nil || rec.Finish != driver.FinishDone {
+		t.Fatalf("the other record: %+v %v", rec, err)
+	}
+	if rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil || rep.Scanned != 0 {
+		t.Fatalf("next sweep %+v %v: the record set aside heads it", rep, err)
+	}
+}

@@ -173,26 +173,8 @@ func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta 
 	var notify *event.Notify // as the stored input says
 	done := false // Do returned: o says what it answered
 	defer func() {
-		// A step's panic, which Do recorded (a retryable failure, or FINAL
-		// on the budget's last attempt) before re-raising it: answered here,
-		// as recorded, so that the answer and the log line name the key and
-		// a batch's other members still answer.
 		if v := recover(); v != nil {
-			p.Log.ErrorContext(ctx, "panic while running the task", "panic", fmt.Sprint(v))
-			var cause error = idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))
-			if !done && lease != nil {
-				o.Decision, o.Attempt = string(idempotency.DecisionFirst), lease.Attempt
-				if lease.Attempt > 1 {
-					o.Decision = string(idempotency.DecisionTakeover)
-				}
-				if rec, err := p.Engine.Get(ctx, t.d.Key); err == nil && rec.Fence == lease.Fence {
-					o.Status = string(rec.Status)
-					if rec.Status == driver.StatusFailedFinal {
-						cause = idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
-					}
-				}
-			}
-			out = p.logged(ctx, start, failure(o, cause))
+			out = p.logged(ctx, start, p.panicked(ctx, v, o, t, lease, done))
 		}
 	}()
 	res, err := p.Engine.Do(ctx, p.claimRequest(t, meta, owner), func(ctx context.Context, l *idempotency.Lease) (string, error) {
@@ -220,6 +202,38 @@ func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta 
 	}
 	return p.logged(ctx, start, o)
 }
+
+// panicked answers a panic of t's delivery. One in a step, which Do
+// recorded (a retryable failure, or FINAL on the budget's last attempt)
+// before re-raising it, is answered as recorded — retryable where the
+// record cannot be read — so that the answer and the log line name the key
+// and a batch's other members still answer; one after Do returned (done)
+// keeps o as Do answered it.
+func (p *Pipeline) panicked(ctx context.Context, v any, o Outcome, t *task, lease *idempotency.Lease, done bool) Outcome {
+	p.Log.ErrorContext(ctx, "panic while running the task", "panic", fmt.Sprint(v))
+	var cause error = idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))
+	if done || lease == nil {
+		return failure(o, cause)
+	}
+	o.Status, o.Decision, o.Attempt = string(driver.StatusFailedRetryable), string(idempotency.DecisionFirst), lease.Attempt
+	if lease.Attempt > 1 {
+		o.Decision = string(idempotency.DecisionTakeover)
+	}
+	// The invocation's context may be what ended (a step that panicked on
+	// its cancellation): the read is bounded on its own.
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), panicReadTimeout)
+	defer cancel()
+	if rec, err := p.Engine.Get(c, t.d.Key); err == nil && rec.Fence == lease.Fence {
+		o.Status = string(rec.Status)
+		if rec.Status == driver.StatusFailedFinal {
+			cause = idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
+		}
+	}
+	return failure(o, cause)
+}
+
+// panicReadTimeout bounds panicked's read of the record.
+const panicReadTimeout = 5 * time.Second
 
 // rejected logs a refusal made before the key was known as Handle logs
 // the parser's.

@@ -368,3 +368,70 @@ func TestPanicInTheFinishIsRecordedOnce(t *testing.T) {
 		t.Fatalf("record %+v %v, posts %d", rec, err, n.posts.Load())
 	}
 }
+
+// getFails is a store whose reads fail: what a panic's answer meets when
+// the store is down, or the invocation's context ended.
+type getFails struct{ driver.Maintainer }
+
+func (getFails) Get(context.Context, string) (driver.Record, error) {
+	return driver.Record{}, errors.New("store unreachable")
+}
+
+// A step's panic whose record cannot be read is answered as Do's guard
+// records it, FAILED_RETRYABLE: never REJECTED, which says nothing was
+// recorded.
+func TestPanicAnsweredWithoutTheRecord(t *testing.T) {
+	store, err := boltstore.Open(filepath.Join(t.TempDir(), "state"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	m := &model{fn: func(context.Context, int32, llm.Request) (llm.Response, error) { panic("model SDK bug") }}
+	rg := newRigOn(t, getFails{store}, t.TempDir(), m)
+	body := event("summarize", map[string]any{"content": "boom"})
+	o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}))
+	if o.Status != string(driver.StatusFailedRetryable) || o.Decision != string(idempotency.DecisionFirst) ||
+		o.ErrorType != "panic" || o.Retryable == nil || !*o.Retryable {
+		t.Fatalf("answer %+v", o)
+	}
+}
+
+// stallingNotifier's first post outlives its deadline, then panics; later
+// posts succeed.
+type stallingNotifier struct {
+	posts            atomic.Int32
+	entered, release chan struct{}
+}
+
+func (n *stallingNotifier) Post(context.Context, string, string, string, []byte) error {
+	if n.posts.Add(1) == 1 {
+		close(n.entered)
+		<-n.release
+		panic("notifier bug after its lease")
+	}
+	return nil
+}
+
+// A holder whose finish was taken over and done by the sweeper while it
+// hung, and which then panics, answers as the record says (done), not the
+// FINAL failure the store fenced out.
+func TestFinishFailureFencedOutAnswersTheRecord(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	rg := newRig(t, &model{}, idempotency.WithLease(lease))
+	n := &stallingNotifier{entered: make(chan struct{}), release: make(chan struct{})}
+	rg.p.Notify = n
+	body := notifyEvent("taken over while it hangs")
+	answer := make(chan handler.Reply, 1)
+	go func() { answer <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}) }()
+	<-n.entered
+	time.Sleep(lease + 100*time.Millisecond) // the finish lease ends: the sweeper may take it over
+	if rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil || rep.Finished != 1 {
+		t.Fatalf("sweep %+v %v", rep, err)
+	}
+	close(n.release)
+	o := outcome(t, <-answer)
+	rec, err := rg.store.Get(context.Background(), outcomeKey(t, body))
+	if err != nil || rec.Finish != driver.FinishDone || o.ErrorType != "" || o.Status != string(driver.StatusSucceeded) {
+		t.Fatalf("answer %+v, record %+v %v", o, rec, err)
+	}
+}
