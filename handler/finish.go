@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
@@ -248,27 +249,44 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 	return nil
 }
 
-// finishFailed records cause on f's finish and answers it; when another
-// holder took the finish over meanwhile (the store fenced the failure out),
-// that holder's record answers instead, as for a Hold it lost.
+// finishFailed records cause on f's finish and answers it.
 func (p *Pipeline) finishFailed(ctx context.Context, f *idempotency.Finisher, cause error) error {
-	if err := f.Fail(ctx, cause); errors.Is(err, idempotency.ErrLeaseLost) {
-		if rec, gerr := p.Engine.Get(context.WithoutCancel(ctx), f.Key); gerr == nil {
-			if rec.FailedFinish() {
-				return idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
-			}
-			p.Log.WarnContext(ctx, "finish taken over by another holder before this one failed; it finishes", "error", cause.Error())
-			return nil
-		}
-		p.Log.WarnContext(ctx, "finish failure not recorded", "error", err.Error())
-	} else if err != nil {
-		p.Log.WarnContext(ctx, "finish failure not recorded", "error", err.Error())
-	} else if class, code := idempotency.Classify(cause); class == idempotency.ClassFinal {
+	if err := f.Fail(ctx, cause); err != nil {
+		return p.unrecorded(ctx, f, cause, err)
+	}
+	if class, code := idempotency.Classify(cause); class == idempotency.ClassFinal {
 		// The alert's line: the result stands but was not published or
 		// notified; the record stays (not purged) until an operator acts.
 		p.Log.ErrorContext(ctx, "finish failed", "errorType", code, "error", cause.Error())
 	}
 	return cause
+}
+
+// unrecorded answers a finish failure the store did not record (err). When
+// another holder took the finish over (the store fenced it out), the record
+// answers: done, or carried by that holder's live lease, is no failure of
+// this delivery's; failed is its FINAL failure. Anything else — the other
+// holder let go, the store failed — is cause made retryable, so that FC
+// retries what nobody carries: a FINAL answer would say the finish is
+// recorded failed.
+func (p *Pipeline) unrecorded(ctx context.Context, f *idempotency.Finisher, cause, err error) error {
+	if errors.Is(err, idempotency.ErrLeaseLost) {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordReadTimeout)
+		defer cancel()
+		rec, gerr := p.Engine.Get(c, f.Key)
+		switch {
+		case gerr != nil:
+		case rec.FailedFinish():
+			return idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
+		case rec.Finish == driver.FinishDone, rec.Finish == driver.FinishPending && rec.LeaseOwner != f.Owner &&
+			time.Now().Before(rec.LeaseUntil):
+			p.Log.WarnContext(ctx, "finish taken over by another holder before this one failed; it finishes", "error", cause.Error())
+			return nil
+		}
+	}
+	p.Log.WarnContext(ctx, "finish failure not recorded", "error", err.Error())
+	_, code := idempotency.Classify(cause)
+	return idempotency.Retryable(code, cause)
 }
 
 // publish writes approved/result.md from the output object ref names (read

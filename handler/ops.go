@@ -102,6 +102,13 @@ func (p *Pipeline) sweepOne(ctx context.Context, rec driver.Record, meta Meta, o
 			c := logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
 			p.Log.ErrorContext(c, "panic while sweeping a record", "panic", fmt.Sprint(v))
 			o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
+			// Set aside as it is now: the sweep's own claim moved its fence,
+			// and a Defer of the record as listed would change nothing.
+			rc, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordReadTimeout)
+			defer cancel()
+			if now, err := p.Engine.Get(rc, rec.Key); err == nil {
+				rec = now
+			}
 			out, deferred = p.setAside(c, o, rec, readBackoff, idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))), true
 		}
 	}()

@@ -151,7 +151,9 @@ func TestSweepSetsAsideARecordThatPanics(t *testing.T) {
 	}
 	bad := outcomeKey(t, notifyEvent("a"))
 	rs, _ := rg.p.Results(context.Background(), handler.Credentials{})
-	rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) { return inputPanics{rs, bad}, nil }
+	rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) {
+		return inputPanics{rs, bad}, nil
+	}
 	time.Sleep(300 * time.Millisecond) // the holders' finish leases end
 	rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
 	if err != nil || rep.Scanned != 2 || rep.Deferred != 1 || n.posts.Load() != 1 {
@@ -159,6 +161,9 @@ func TestSweepSetsAsideARecordThatPanics(t *testing.T) {
 	}
 	if rec, err := rg.store.Get(context.Background(), outcomeKey(t, notifyEvent("b"))); err != nil || rec.Finish != driver.FinishDone {
 		t.Fatalf("the other record: %+v %v", rec, err)
+	}
+	if rec, err := rg.store.Get(context.Background(), bad); err != nil || !rec.SweepAfter.After(time.Now().Add(30*time.Second)) {
+		t.Fatalf("the record that panicked is not set aside: %+v %v", rec, err)
 	}
 	if rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil || rep.Scanned != 0 {
 		t.Fatalf("next sweep %+v %v: the record set aside heads it", rep, err)

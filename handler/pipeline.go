@@ -171,7 +171,7 @@ func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta 
 	}
 	var lease *idempotency.Lease
 	var notify *event.Notify // as the stored input says
-	done := false // Do returned: o says what it answered
+	done := false            // Do returned: o says what it answered
 	defer func() {
 		if v := recover(); v != nil {
 			out = p.logged(ctx, start, p.panicked(ctx, v, o, t, lease, done))
@@ -221,7 +221,7 @@ func (p *Pipeline) panicked(ctx context.Context, v any, o Outcome, t *task, leas
 	}
 	// The invocation's context may be what ended (a step that panicked on
 	// its cancellation): the read is bounded on its own.
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), panicReadTimeout)
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordReadTimeout)
 	defer cancel()
 	if rec, err := p.Engine.Get(c, t.d.Key); err == nil && rec.Fence == lease.Fence {
 		o.Status = string(rec.Status)
@@ -232,8 +232,9 @@ func (p *Pipeline) panicked(ctx context.Context, v any, o Outcome, t *task, leas
 	return failure(o, cause)
 }
 
-// panicReadTimeout bounds panicked's read of the record.
-const panicReadTimeout = 5 * time.Second
+// recordReadTimeout bounds a read of the record made after the
+// invocation's context may have ended (panicked, finishFailed).
+const recordReadTimeout = 5 * time.Second
 
 // rejected logs a refusal made before the key was known as Handle logs
 // the parser's.

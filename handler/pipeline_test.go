@@ -397,10 +397,11 @@ func TestPanicAnsweredWithoutTheRecord(t *testing.T) {
 }
 
 // stallingNotifier's first post outlives its deadline, then panics; later
-// posts succeed.
+// posts answer later (nil: they succeed).
 type stallingNotifier struct {
 	posts            atomic.Int32
 	entered, release chan struct{}
+	later            error
 }
 
 func (n *stallingNotifier) Post(context.Context, string, string, string, []byte) error {
@@ -409,29 +410,45 @@ func (n *stallingNotifier) Post(context.Context, string, string, string, []byte)
 		<-n.release
 		panic("notifier bug after its lease")
 	}
-	return nil
+	return n.later
 }
 
-// A holder whose finish was taken over and done by the sweeper while it
-// hung, and which then panics, answers as the record says (done), not the
-// FINAL failure the store fenced out.
+// A holder whose finish was taken over by the sweeper while it hung, and
+// which then panics, answers as the record says, not the FINAL failure the
+// store fenced out: done by the sweeper, no failure of its own; let go by
+// the sweeper (its own post failed retryably), retryable — acknowledged,
+// the finish would be carried by nobody's lease.
 func TestFinishFailureFencedOutAnswersTheRecord(t *testing.T) {
-	const lease = 300 * time.Millisecond
-	rg := newRig(t, &model{}, idempotency.WithLease(lease))
-	n := &stallingNotifier{entered: make(chan struct{}), release: make(chan struct{})}
-	rg.p.Notify = n
-	body := notifyEvent("taken over while it hangs")
-	answer := make(chan handler.Reply, 1)
-	go func() { answer <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}) }()
-	<-n.entered
-	time.Sleep(lease + 100*time.Millisecond) // the finish lease ends: the sweeper may take it over
-	if rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil || rep.Finished != 1 {
-		t.Fatalf("sweep %+v %v", rep, err)
-	}
-	close(n.release)
-	o := outcome(t, <-answer)
-	rec, err := rg.store.Get(context.Background(), outcomeKey(t, body))
-	if err != nil || rec.Finish != driver.FinishDone || o.ErrorType != "" || o.Status != string(driver.StatusSucceeded) {
-		t.Fatalf("answer %+v, record %+v %v", o, rec, err)
+	for _, c := range []struct {
+		name   string
+		later  error
+		finish driver.FinishState
+		code   string
+	}{
+		{"the sweeper finished", nil, driver.FinishDone, ""},
+		{"the sweeper let go", idempotency.Retryable("temporary_unavailable", errors.New("503")), driver.FinishPending, "panic"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const lease = 300 * time.Millisecond
+			rg := newRig(t, &model{}, idempotency.WithLease(lease))
+			n := &stallingNotifier{entered: make(chan struct{}), release: make(chan struct{}), later: c.later}
+			rg.p.Notify = n
+			body := notifyEvent("taken over while it hangs")
+			answer := make(chan handler.Reply, 1)
+			go func() { answer <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}) }()
+			<-n.entered
+			time.Sleep(lease + 100*time.Millisecond) // the finish lease ends: the sweeper may take it over
+			if _, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			close(n.release)
+			o := outcome(t, <-answer)
+			rec, err := rg.store.Get(context.Background(), outcomeKey(t, body))
+			retry := o.Retryable != nil && *o.Retryable
+			if err != nil || rec.Finish != c.finish || o.ErrorType != c.code || retry != (c.code != "") ||
+				o.Status != string(driver.StatusSucceeded) {
+				t.Fatalf("answer %+v, record %+v %v", o, rec, err)
+			}
+		})
 	}
 }
