@@ -82,7 +82,7 @@ const foreignObjectsCode = "foreign_objects"
 // a previous life of the key left it, and its notify setting must not
 // decide this life's (docs/design.md §8).
 func samePayload(in storedInput, d keys.Derived) error {
-	got, err := in.derive(in.task())
+	got, _, err := in.derive(in.task())
 	if err == nil && driver.SamePayload(got.PayloadHash, d.PayloadHash, d.LegacyPayloadHash) {
 		return nil
 	}
@@ -97,16 +97,16 @@ func samePayload(in storedInput, d keys.Derived) error {
 // was saved: with the expressions it records (KEY_JMESPATH,
 // PAYLOAD_JMESPATH) over the data it records, whatever the deployment says
 // now.
-func (in storedInput) derive(t *event.Task) (keys.Derived, error) {
+func (in storedInput) derive(t *event.Task) (keys.Derived, keying, error) {
 	k, err := in.keying()
 	if err != nil {
-		return keys.Derived{}, idempotency.Final("bad_input", fmt.Errorf("input.json: %w", err))
+		return keys.Derived{}, k, idempotency.Final("bad_input", fmt.Errorf("input.json: %w", err))
 	}
 	if in.Data != nil {
 		t.Data = in.Data
 	}
 	d, _, err := k.rules.derive(t, k.keyFP)
-	return d, err
+	return d, k, err
 }
 
 // task is the task event in rebuilds (without its request id and event
@@ -225,12 +225,16 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 	held, release, err := f.Hold(ctx)
 	if errors.Is(err, idempotency.ErrLeaseLost) {
 		// Another holder has the finish: it notifies — or it failed FINAL,
-		// which every delivery answers (§10).
-		if rec, gerr := p.Engine.Get(ctx, o.IdempotencyKey); gerr == nil && rec.FailedFinish() {
-			return idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
+		// which every delivery answers (§10). Carried by nobody, FC's retry
+		// takes it up: nothing was posted.
+		carried, answer := p.takenOver(ctx, f)
+		if !carried {
+			return err
 		}
-		p.Log.WarnContext(ctx, "finish taken over by another holder before the notification; it notifies")
-		return nil
+		if answer == nil {
+			p.Log.WarnContext(ctx, "finish taken over by another holder before the notification; it notifies")
+		}
+		return answer
 	}
 	if err != nil {
 		return p.finishFailed(ctx, f, err)
@@ -263,30 +267,40 @@ func (p *Pipeline) finishFailed(ctx context.Context, f *idempotency.Finisher, ca
 }
 
 // unrecorded answers a finish failure the store did not record (err). When
-// another holder took the finish over (the store fenced it out), the record
-// answers: done, or carried by that holder's live lease, is no failure of
-// this delivery's; failed is its FINAL failure. Anything else — the other
-// holder let go, the store failed — is cause made retryable, so that FC
-// retries what nobody carries: a FINAL answer would say the finish is
-// recorded failed.
+// another holder took the finish over (the store fenced it out) and carries
+// it, the record answers (takenOver). Anything else — the other holder let
+// go, the store failed — is cause made retryable, so that FC retries what
+// nobody carries: a FINAL answer would say the finish is recorded failed.
 func (p *Pipeline) unrecorded(ctx context.Context, f *idempotency.Finisher, cause, err error) error {
 	if errors.Is(err, idempotency.ErrLeaseLost) {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordReadTimeout)
-		defer cancel()
-		rec, gerr := p.Engine.Get(c, f.Key)
-		switch {
-		case gerr != nil:
-		case rec.FailedFinish():
-			return idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
-		case rec.Finish == driver.FinishDone, rec.Finish == driver.FinishPending && rec.LeaseOwner != f.Owner &&
-			time.Now().Before(rec.LeaseUntil):
-			p.Log.WarnContext(ctx, "finish taken over by another holder before this one failed; it finishes", "error", cause.Error())
-			return nil
+		if carried, answer := p.takenOver(ctx, f); carried {
+			if answer == nil {
+				p.Log.WarnContext(ctx, "finish taken over by another holder before this one failed; it finishes", "error", cause.Error())
+			}
+			return answer
 		}
 	}
 	p.Log.WarnContext(ctx, "finish failure not recorded", "error", err.Error())
 	_, code := idempotency.Classify(cause)
 	return idempotency.Retryable(code, cause)
+}
+
+// takenOver reads the record of a finish f lost to another holder. The
+// finish is carried when it is done, failed (answer: that FINAL failure,
+// which every delivery answers) or pending under the other holder's live
+// lease; otherwise, or unread, nobody carries it.
+func (p *Pipeline) takenOver(ctx context.Context, f *idempotency.Finisher) (carried bool, answer error) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordReadTimeout)
+	defer cancel()
+	rec, err := p.Engine.Get(c, f.Key)
+	switch {
+	case err != nil:
+		return false, nil
+	case rec.FailedFinish():
+		return true, idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
+	}
+	return rec.Finish == driver.FinishDone ||
+		rec.Finish == driver.FinishPending && rec.LeaseOwner != f.Owner && time.Now().Before(rec.LeaseUntil), nil
 }
 
 // publish writes approved/result.md from the output object ref names (read

@@ -121,35 +121,25 @@ func (p *Pipeline) sweepOne(ctx context.Context, rec driver.Record, meta Meta, o
 // storedTask rebuilds the task of rec from its input.json, and how its K
 // was derived.
 func (p *Pipeline) storedTask(ctx context.Context, rs ResultStore, rec driver.Record) (*event.Task, keying, error) {
-	t, doc, err := p.rebuild(ctx, rs, rec)
-	if err != nil {
-		return nil, keying{}, err
-	}
-	k, err := doc.keying() // doc derived rec.Key: its rules compile
-	return t, k, err
-}
-
-// rebuild reads rec's input.json and checks it is rec's.
-func (p *Pipeline) rebuild(ctx context.Context, rs ResultStore, rec driver.Record) (*event.Task, storedInput, error) {
 	doc, err := readInput(ctx, rs, rec.Key)
 	if err != nil {
-		return nil, doc, err
+		return nil, keying{}, err
 	}
 	data, _ := json.Marshal(map[string]any{"tenant_id": doc.TenantID, "task_type": doc.TaskType, "operation": doc.Operation,
 		"input": doc.Input, "input_version": doc.InputVersion, "request_id": rec.OriginRequestID})
 	t := doc.task()
 	t.RequestID, t.Data, t.EventSource, t.EventID = rec.OriginRequestID, data, rec.EventSource, rec.EventID
-	d, err := doc.derive(t)
+	d, k, err := doc.derive(t)
 	if err != nil || d.Key != rec.Key {
-		return nil, doc, idempotency.Final("bad_input", fmt.Errorf("input.json of %s derives another key", rec.Key))
+		return nil, k, idempotency.Final("bad_input", fmt.Errorf("input.json of %s derives another key", rec.Key))
 	}
 	if !driver.SamePayload(rec.PayloadHash, d.PayloadHash, d.LegacyPayloadHash) {
-		return nil, doc, samePayload(doc, keys.Derived{Key: rec.Key, PayloadHash: rec.PayloadHash})
+		return nil, k, samePayload(doc, keys.Derived{Key: rec.Key, PayloadHash: rec.PayloadHash})
 	}
 	if _, ok := p.Tasks.Get(t.TaskType); !ok {
-		return nil, doc, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType))
+		return nil, k, idempotency.Final("invalid_request", fmt.Errorf("unknown task_type %q", t.TaskType))
 	}
-	return t, doc, nil
+	return t, k, nil
 }
 
 // Horizons of the sweeper. inputHorizon is how long a record without

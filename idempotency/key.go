@@ -35,12 +35,7 @@ func checkKey(key string) error {
 // checkAudit refuses a replay or forget whose audit text is not valid
 // UTF-8, for the reason checkText gives.
 func checkAudit(rp driver.Replay) error {
-	for _, f := range []struct{ name, v string }{{"reason", rp.Reason}, {"operator", rp.Operator}, {"source", rp.Source}} {
-		if !utf8.ValidString(f.v) {
-			return fmt.Errorf("%w: the %s %q is not valid UTF-8", driver.ErrInvalid, f.name, f.v)
-		}
-	}
-	return nil
+	return checkFields([]textField{{"reason", rp.Reason, 0}, {"operator", rp.Operator, 0}, {"source", rp.Source, 0}})
 }
 
 // checkText refuses a claim whose text a store keeps is not valid UTF-8 or
@@ -49,15 +44,23 @@ func checkAudit(rp driver.Replay) error {
 // every store, as for the key.
 func checkText(req ClaimRequest) error {
 	m := req.Meta
-	for _, f := range []struct {
-		name, v string
-		max     int // 0: not stored (compared only)
-	}{
+	return checkFields([]textField{
 		{"owner", req.Owner, 128}, {"payload hash", req.PayloadHash, 64}, {"legacy payload hash", req.LegacyPayloadHash, 0},
 		{"tenant_id", m.TenantID, 128}, {"task_type", m.TaskType, 64}, {"operation", m.Operation, 128},
 		{"input_version", m.InputVersion, 128}, {"origin request id", m.OriginRequestID, 128}, {"event source", m.EventSource, 255},
 		{"event id", m.EventID, 255}, {"input ref", m.InputRef, 1024}, {"traceparent", m.TraceParent, 55},
-	} {
+	})
+}
+
+// textField is one text a record keeps, and the characters its column
+// holds (0: no bound here).
+type textField struct {
+	name, v string
+	max     int
+}
+
+func checkFields(fs []textField) error {
+	for _, f := range fs {
 		switch {
 		case !utf8.ValidString(f.v):
 			return fmt.Errorf("%w: the %s %q is not valid UTF-8", driver.ErrInvalid, f.name, f.v)
