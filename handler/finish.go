@@ -287,8 +287,8 @@ func (p *Pipeline) unrecorded(ctx context.Context, f *idempotency.Finisher, caus
 
 // takenOver reads the record of a finish f lost to another holder. The
 // finish is carried when it is done, failed (answer: that FINAL failure,
-// which every delivery answers) or pending under the other holder's live
-// lease; otherwise, or unread, nobody carries it.
+// which every delivery answers) or pending under a live lease; otherwise,
+// or unread, nobody carries it.
 func (p *Pipeline) takenOver(ctx context.Context, f *idempotency.Finisher) (carried bool, answer error) {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordReadTimeout)
 	defer cancel()
@@ -299,8 +299,9 @@ func (p *Pipeline) takenOver(ctx context.Context, f *idempotency.Finisher) (carr
 	case rec.FailedFinish():
 		return true, idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
 	}
-	return rec.Finish == driver.FinishDone ||
-		rec.Finish == driver.FinishPending && rec.LeaseOwner != f.Owner && time.Now().Before(rec.LeaseUntil), nil
+	// Any live lease on a pending finish is another holding's, a copy of
+	// this very try included: the store refused this one's fence.
+	return rec.Finish == driver.FinishDone || rec.Finish == driver.FinishPending && time.Now().Before(rec.LeaseUntil), nil
 }
 
 // publish writes approved/result.md from the output object ref names (read
