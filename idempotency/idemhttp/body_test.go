@@ -95,8 +95,23 @@ func TestCutOffBodyRecordsNothing(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestTimeout || runs.Load() != 0 {
 		t.Fatalf("a cut-off body: %d, %d runs", resp.StatusCode, runs.Load())
 	}
+	if !resp.Close { // what is left of the body is no request: the connection ends with the answer
+		t.Fatalf("a cut-off body answered without Connection: close: %v", resp.Header)
+	}
 	if resp, b := postKey(t, srv.URL+"/orders", "cut-1", "order-one"); resp.StatusCode != 200 ||
 		resp.Header.Get(idemhttp.HeaderReplayed) != "" || runs.Load() != 1 {
 		t.Fatalf("its retry: %d %v, %d runs: %s", resp.StatusCode, resp.Header, runs.Load(), b)
+	}
+}
+
+// A body over the bound is not read: the 413 ends the connection, whose
+// unread rest is no next request, and the handler never runs.
+func TestOversizedBodyEndsTheConnection(t *testing.T) {
+	var runs atomic.Int64
+	srv := newServer(t, map[string]http.HandlerFunc{"POST /orders": func(http.ResponseWriter, *http.Request) { runs.Add(1) }},
+		idemhttp.WithMaxBody(8))
+	resp, b := postKey(t, srv.URL+"/orders", "big-1", "an order of more than eight bytes")
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close || runs.Load() != 0 {
+		t.Fatalf("%d close %v, %d runs: %s", resp.StatusCode, resp.Close, runs.Load(), b)
 	}
 }

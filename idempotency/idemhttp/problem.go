@@ -73,6 +73,11 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	if p.Challenge != "" {
 		h.Set("WWW-Authenticate", p.Challenge)
 	}
+	if p.Status == http.StatusRequestTimeout || p.Status == http.StatusRequestEntityTooLarge {
+		// The body was not read to its end: what is left of it on the
+		// connection is no next request.
+		h.Set("Connection", "close")
+	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(append(body, '\n'))
 }
