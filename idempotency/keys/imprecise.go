@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -93,8 +94,10 @@ func firstImprecise(v any) *jcs.NumberError {
 			}
 		}
 	case map[string]any:
-		for _, e := range c {
-			if ne := firstImprecise(e); ne != nil {
+		// By name, not in map order: the error names the same member on
+		// every delivery.
+		for _, name := range slices.Sorted(maps.Keys(c)) {
+			if ne := firstImprecise(c[name]); ne != nil {
 				return ne
 			}
 		}

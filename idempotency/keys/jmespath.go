@@ -48,7 +48,7 @@ func CompileJMESPath(expr string) (*JMESPath, error) {
 	}
 	var prog jmespath.JMESPath
 	if err == nil {
-		prog, err = jmespath.Compile(src)
+		prog, err = jmespath.Compile(src, totalOrder...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %v", ErrBadExpression, src, err)

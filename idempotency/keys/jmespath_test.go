@@ -3,6 +3,7 @@ package keys
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -100,6 +101,17 @@ func TestFromJMESPathRefuses(t *testing.T) {
 			t.Fatalf("%s: %q, %v", doc, k, err)
 		}
 	}
+	// Several imprecise numbers: the error names the same one each time,
+	// the first by member name, not in map order.
+	manyBig := `{"a":{"p":12345678901234567891,"q":12345678901234567893,"r":12345678901234567895,"s":12345678901234567897}}`
+	msgs := map[string]bool{}
+	for range 30 {
+		_, err := FromJMESPath([]byte(manyBig), "a")
+		msgs[fmt.Sprint(err)] = true
+	}
+	if len(msgs) != 1 {
+		t.Fatalf("one document, %d errors: %v", len(msgs), msgs)
+	}
 	// An evaluation error (a function given the wrong type) is an error,
 	// never a panic nor a key.
 	if k, err := FromJMESPath([]byte(`{"a":"x"}`), "abs(a)"); err == nil || k != "" {
@@ -183,13 +195,15 @@ func TestJMESPathNumberRuleIsForTheSelection(t *testing.T) {
 
 func FuzzJMESPathSelect(f *testing.F) {
 	f.Add(`{"a":{"b":[1,2]}}`, "a.b[0]")
-	f.Add(`{"a":1}`, "@(foo)") // panicked in jmespath/go-jmespath v0.4.0
+	f.Add(`{"a":1}`, "@(foo)")     // panicked in jmespath/go-jmespath v0.4.0
 	f.Add(`{"A":1}`, "let$0 in A") // the library's search panics: refused at compile time (order.go)
 	const members = `{"a":{"p":"1","q":"2","r":"3","s":"4","t":"5","u":"6","v":"7","w":"8"}}`
 	for _, e := range []string{"values(a) | sort(@)", "sort_by(items(a), &[0])", "let $v = values(a) in sort($v)",
-		"a.* | [0]", "from_items(items(a))", "sort(values(a)[?@ != '3'])"} {
+		"a.* | [0]", "from_items(items(a))", "sort(values(a)[?@ != '3'])", "let $v = values(a) in let $v = `1`, $w = $v in $w",
+		"let $f = &$v in let $v = values(a) in map($f, [`0`])", "to_string(sort(values(a)[*].to_number(@)))"} {
 		f.Add(members, e)
 	}
+	f.Add(`{"a":{"p":0,"q":-0,"r":0,"s":-0,"t":0,"u":-0,"v":0,"w":-0}}`, "to_string(max(values(a)))")
 	f.Fuzz(func(t *testing.T, doc, expr string) {
 		j, err := CompileJMESPath(expr)
 		if err != nil {
@@ -215,6 +229,46 @@ func FuzzJMESPathSelect(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sort, max and min order numbers totally: 0 and -0 (and NaN, which < does
+// not order) met in map order would otherwise pick or place another one on
+// each search (totalorder.go).
+func TestOrderFreeFunctionsOrderNumbersTotally(t *testing.T) {
+	zeros := `{"a":{"p":0,"q":-0,"r":0,"s":-0,"t":0,"u":-0,"v":0,"w":-0}}`
+	signs := `{"a":{"p":1,"q":-1,"r":2,"s":-2,"t":3,"u":-3,"v":4,"w":-4}}`
+	cases := []struct{ name, doc, expr string }{
+		{"max of signed zeros", zeros, "to_string(max(values(a)))"},
+		{"min of signed zeros", zeros, "to_string(min(values(a)))"},
+		{"sorted signed zeros", zeros, "to_string(sort(values(a)))"},
+		{"zeros made by arithmetic", signs, "to_string(min(values(a)[*].[@ * `0`][]))"},
+		{"NaN made by arithmetic", `{"a":{"p":0,"q":1,"r":1,"s":1,"t":1,"u":1,"v":1,"w":1}}`, "max(values(a)[*].[@ / @][]) == `1`"},
+		{"NaN from to_number", `{"a":{"p":"NaN","q":"1","r":"1","s":"1","t":"1","u":"1","v":"1","w":"1"}}`,
+			"max(values(a)[*].to_number(@)) == `1`"},
+		{"sorted NaN", `{"a":{"p":"NaN","q":"1","r":"2","s":"3","t":"4","u":"5","v":"6","w":"7"}}`,
+			"to_string(sort(values(a)[*].to_number(@)))"},
+		{"strings", `{"a":{"p":"b","q":"a","r":"c","s":"d","t":"e","u":"f","v":"g","w":"h"}}`, "[max(values(a)), sort(values(a))]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j, err := CompileJMESPath(c.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := DecodeJSON([]byte(c.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for range 30 {
+				k, err := j.Hash(v)
+				seen[fmt.Sprint(k, err)] = true
+			}
+			if len(seen) != 1 {
+				t.Fatalf("one document, %d answers: %v", len(seen), seen)
+			}
+		})
+	}
 }
 
 func TestCompileJMESPathChecksCalls(t *testing.T) {
@@ -278,6 +332,18 @@ func TestCompileJMESPathRefusesUnorderedLists(t *testing.T) {
 		{"length(values(input)) == `8`", true},
 		{"type(values(input))", true},
 		{"let $v in tenant_id", false}, // a binding without a value: the library's search panics on it
+		// The library evaluates every binding in the outer scope.
+		{"let $v = values(input) in let $v = `1`, $w = $v in $w", false},
+		// An expression reference reads the variables where it is called.
+		{"let $f = &$v in let $v = values(input) in map($f, [`0`])", false},
+		{"let $f = not_null(&$v) in let $v = values(input) in map($f, [`0`])", false},
+		{"let $f = [&$v] in let $v = values(input) in map($f[0], [`0`])", false},
+		{"map(&@, values(input))", false},
+		{"sort(map(&@, values(input)))", true},
+		{"sort(reverse(values(input)))", true},
+		{"reverse(values(input))", false},
+		{"map(&values(@), [input])", false},
+		{"values(input) | [?@ != '2'] | sort(@)", true},
 		{"join(',', keys(input))", false},
 		{"sort_by(items(input), &[0])", true},
 		{"max_by(items(input), &[0])", true},

@@ -1,10 +1,13 @@
 package keys
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
+	"github.com/jmespath-community/go-jmespath/pkg/functions"
 	"github.com/jmespath-community/go-jmespath/pkg/parsing"
 )
 
@@ -45,8 +48,13 @@ func flow(n parsing.ASTNode, cur string, vars map[string]string) (string, error)
 		return "", err
 	}
 	switch n.NodeType {
-	case parsing.ASTCurrentNode:
+	case parsing.ASTCurrentNode, parsing.ASTIdentity: // an index after it reads it: refused there
 		return cur, nil
+	case parsing.ASTExpRef:
+		// The library resolves an expression reference's variables where it
+		// is called, not where it is written: one held in a variable or a
+		// list could read a later binding this check never saw it under.
+		return "", errors.New("an expression reference (&...) may only be an argument of the function that takes one")
 	case parsing.ASTVariable:
 		name, _ := n.Value.(string)
 		return vars[name], nil
@@ -144,23 +152,35 @@ func flowCall(n parsing.ASTNode, cur string, vars map[string]string) (string, er
 	if orderedByName(n, cur, vars) {
 		return "", nil
 	}
-	for _, a := range n.Children {
-		arg := cur
-		if a.NodeType == parsing.ASTExpRef { // runs once per element
-			arg = ""
+	kept := "" // what the result lists in map order
+	for i, a := range n.Children {
+		what, err := "", error(nil)
+		if a.NodeType == parsing.ASTExpRef && takesExpref(name, i) {
+			what, err = flow(a.Children[0], "", vars) // runs once per element, called here
+		} else {
+			what, err = flow(a, cur, vars)
 		}
-		what, err := flow(a, arg, vars)
 		if err != nil {
 			return "", err
 		}
-		if what != "" && !orderFree[name] {
+		switch {
+		case what == "" || orderFree[name]:
+		case keepsOrder(name, i) && kept == "":
+			kept = what
+		default:
 			return "", orderError(what)
 		}
 	}
 	if name == "keys" || name == "values" || name == "items" {
 		return name + "()", nil
 	}
-	return "", nil
+	return kept, nil
+}
+
+// keepsOrder: map(&e, list) and reverse(list) give their list back in
+// an order it decides, mapped or reversed.
+func keepsOrder(name string, i int) bool {
+	return name == "map" && i == 1 || name == "reverse" && i == 0
 }
 
 // orderedByName: from_items(items(x)) (an object again, whose members are
@@ -195,23 +215,43 @@ func isFirstIndex(n parsing.ASTNode) bool {
 		e.Children[1].Value == 0
 }
 
-// flowLet: a binding holds what its expression yields; the body sees it,
-// and so do the later bindings (were they to see only the outer scope, this
-// would only refuse more).
+// flowLet: a binding holds what its expression yields; the body sees it.
+// The library evaluates every binding in the outer scope; a binding is
+// taken as a map-order list if it is one there or under the earlier
+// bindings, so that a reading either way is covered.
 func flowLet(n parsing.ASTNode, cur string, vars map[string]string) (string, error) {
 	inner := maps.Clone(vars)
 	if inner == nil {
 		inner = map[string]string{}
 	}
 	for _, b := range n.Children[0].Children {
-		what, err := flow(b.Children[1], cur, inner)
+		outer, err := flow(b.Children[1], cur, vars)
+		if err != nil {
+			return "", err
+		}
+		seq, err := flow(b.Children[1], cur, inner)
 		if err != nil {
 			return "", err
 		}
 		name, _ := b.Children[0].Value.(string)
-		inner[name] = what
+		inner[name] = cmp.Or(outer, seq)
 	}
 	return flow(n.Children[1], cur, inner)
+}
+
+// takesExpref reports whether argument i of function name may be an
+// expression reference (the library's argument spec; a variadic one
+// repeats).
+func takesExpref(name string, i int) bool {
+	spec := builtins[name]
+	if len(spec) == 0 {
+		return false
+	}
+	a := spec[min(i, len(spec)-1)]
+	if i >= len(spec) && !a.Variadic {
+		return false
+	}
+	return slices.Contains(a.Types, functions.JpExpref)
 }
 
 func firstErr(err error, what string) error {
