@@ -215,10 +215,7 @@ func (p *Pipeline) panicked(ctx context.Context, v any, o Outcome, t *task, leas
 	if done || lease == nil {
 		return failure(o, cause)
 	}
-	o.Status, o.Decision, o.Attempt = string(driver.StatusFailedRetryable), string(idempotency.DecisionFirst), lease.Attempt
-	if lease.Attempt > 1 {
-		o.Decision = string(idempotency.DecisionTakeover)
-	}
+	o.Status, o.Decision, o.Attempt = string(driver.StatusFailedRetryable), string(lease.Decision()), lease.Attempt
 	// The invocation's context may be what ended (a step that panicked on
 	// its cancellation): the read is bounded on its own.
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordReadTimeout)

@@ -452,3 +452,59 @@ func TestFinishFailureFencedOutAnswersTheRecord(t *testing.T) {
 		})
 	}
 }
+
+// A panic in a step answers the decision its lease was granted by, as the
+// stats and a non-panicking answer would name it.
+func TestPanicAnswersTheLeasesDecision(t *testing.T) {
+	cases := []struct {
+		name string
+		want idempotency.Decision
+		try  int
+		// before runs what comes ahead of the delivery that panics (request
+		// r2); it returns what waits for what it left running.
+		before func(t *testing.T, rg *rig, body []byte) (wait func())
+	}{
+		{"first delivery", idempotency.DecisionFirst, 0, func(*testing.T, *rig, []byte) func() { return func() {} }},
+		{"after another request's retryable failure", idempotency.DecisionTakeover, 1,
+			func(t *testing.T, rg *rig, body []byte) func() {
+				rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}) // call 1 fails
+				return func() {}
+			}},
+		{"the same request's later try, its first still running", idempotency.DecisionRepeatSame, 1,
+			func(t *testing.T, rg *rig, body []byte) func() {
+				done := make(chan struct{})
+				go func() { // call 1 blocks until the panic was answered
+					defer close(done)
+					rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r2"})
+				}()
+				for rg.m.calls.Load() == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				return func() { <-done }
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			release := make(chan struct{})
+			m := &model{fn: func(ctx context.Context, n int32, _ llm.Request) (llm.Response, error) {
+				switch {
+				case n == 1 && c.want == idempotency.DecisionTakeover:
+					return llm.Response{}, idempotency.Retryable("temporary_unavailable", errors.New("503"))
+				case n == 1 && c.want == idempotency.DecisionRepeatSame:
+					<-release
+					return llm.Response{}, idempotency.Retryable("temporary_unavailable", errors.New("late"))
+				}
+				panic("model SDK bug")
+			}}
+			rg := newRig(t, m, idempotency.WithRetryBackoff(0))
+			body := event("summarize", map[string]any{"content": "decision " + c.name})
+			wait := c.before(t, rg, body)
+			o := outcome(t, rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r2", RetryCount: c.try}))
+			close(release)
+			wait()
+			if o.ErrorType != "panic" || o.Decision != string(c.want) {
+				t.Fatalf("answered %s %s, want a panic answered %s", o.Decision, o.ErrorType, c.want)
+			}
+		})
+	}
+}

@@ -264,7 +264,8 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 	}
 	return res, &Lease{e: e, Key: req.Key, Fence: res.Record.Fence, Attempt: res.Record.Attempt,
 		Owner: req.Owner, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash, try: req.Try,
-		salvage: res.Salvage, finishAfter: req.FinishAfter, steps: res.Record.Steps, checkpoint: make(chan struct{}, 1)}, nil
+		salvage: res.Salvage, finishAfter: req.FinishAfter, steps: res.Record.Steps, checkpoint: make(chan struct{}, 1),
+		decision: res.Decision}, nil
 }
 
 // Get reads the durable record.
@@ -330,7 +331,12 @@ type Lease struct {
 	steps       map[string]string // the record's checkpoints, as this lease knows them
 	checkpoint  chan struct{}     // one checkpoint write at a time (each writes the whole map); a token
 	disabled    bool              // WithDisabled: no store behind it
+	decision    Decision          // how the claim granted it
 }
+
+// Decision is how the claim granted this lease: FIRST, REPEAT_SAME (the
+// same request's later try) or TAKEOVER (DISABLED under WithDisabled).
+func (l *Lease) Decision() Decision { return l.decision }
 
 // Salvage reports whether this lease was granted past the attempt budget:
 // the caller may only complete from work an earlier attempt saved (an
