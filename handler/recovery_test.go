@@ -947,3 +947,108 @@ func copysRetry(t *testing.T, store driver.Maintainer, dir string, redis bool) {
 			m.calls.Load(), rec.Attempt, fw.Code, fw.Body)
 	}
 }
+
+// A copy of the finish holder's try, and FC's next try of the same
+// request, meet that request's live finish: answered retry_later, never
+// acknowledged (as a task claim meeting its own live lease) — were the
+// holder to die, nothing but FC's retry of them would take the finish over
+// before the sweeper. Once the holder finished, the retry is acknowledged;
+// one notification in all.
+func TestOwnLiveFinishIsAnsweredRetryLater(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		n := &notifier{}
+		rg, slow := slowFinishRig(t, store, dir, time.Minute, n)
+		body := taskBody("ev-1", summarizeData("its own live finish"), "https://hook.test/x")
+		done := make(chan handler.Reply, 1)
+		go func() { done <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: 1}) }()
+		<-slow.reached // try 1 holds the finish, publishing
+		for _, try := range []int{1, 2} {
+			r := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: try})
+			if o := outcome(t, r); r.Status == http.StatusOK || o.ErrorType != "retry_later" || o.Retryable == nil || !*o.Retryable {
+				t.Fatalf("r1 try %d beside its own live finish: HTTP %d %+v", try, r.Status, o)
+			}
+		}
+		close(slow.release)
+		if r := <-done; r.Status != http.StatusOK {
+			t.Fatalf("the holder: HTTP %d %s", r.Status, r.Body)
+		}
+		if r := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: 3}); r.Status != http.StatusOK {
+			t.Fatalf("FC's retry after the finish: HTTP %d %s", r.Status, r.Body)
+		}
+		if got := n.posts.Load(); got != 1 {
+			t.Fatalf("%d notifications", got)
+		}
+	})
+}
+
+// The finish holder's Hold is refused after the sweeper took the finish
+// over and let it go (its POST failed retryably): nobody carries the
+// finish, so the holder is answered retryably and FC's retry takes it up.
+func TestHoldLostToNobodyIsRetried(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		const lease = 2 * time.Second
+		n := &notifier{}
+		n.fail.Store(1) // the sweeper's POST fails retryably: it releases the finish
+		rg, slow := slowFinishRig(t, store, dir, lease, n)
+		data := summarizeData("a slow publish, swept and let go")
+		body := taskBody("ev-1", data, "https://hook.test/x")
+		done := make(chan handler.Reply, 1)
+		go func() { done <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}) }()
+		<-slow.reached
+		time.Sleep(lease + 100*time.Millisecond) // the holder's finish lease (and the grace) ran out
+		if rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil || n.fail.Load() != 0 {
+			t.Fatalf("the sweep did not post: %+v %v", rep, err)
+		}
+		close(slow.release)
+		r := <-done
+		if o := outcome(t, r); r.Status == http.StatusOK || o.Retryable == nil || !*o.Retryable {
+			t.Fatalf("acknowledged a finish nobody carries: HTTP %d %+v", r.Status, o)
+		}
+		if r := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: 1}); r.Status != http.StatusOK {
+			t.Fatalf("FC's retry: HTTP %d %s", r.Status, r.Body)
+		}
+		if rec, _ := store.Get(context.Background(), derive(t, data).Key); rec.Finish != driver.FinishDone || n.posts.Load() != 1 {
+			t.Fatalf("finish %s after %d posts", rec.Finish, n.posts.Load())
+		}
+	})
+}
+
+// The holder's publish outlasts its finish lease; a copy of its try takes
+// the expired finish over and notifies; the holder's Hold is then refused.
+// It is acknowledged: the copy carries the finish. Answered retryably, FC's
+// next try would count as the holder's later try, take the copy's live
+// finish over and notify a second time.
+func TestHoldLostToACopyIsAcknowledged(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		const lease = 2 * time.Second
+		n := &gatedNotifier{posting: make(chan struct{}), release: make(chan struct{})}
+		rg, slow := slowFinishRig(t, store, dir, lease, n)
+		body := taskBody("ev-1", summarizeData("a slow publish, taken over by a copy"), "https://hook.test/x")
+		done := make(chan handler.Reply, 1)
+		go func() { done <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: 1}) }()
+		<-slow.reached
+		time.Sleep(lease + 100*time.Millisecond) // the holder's finish lease ran out
+		copyDone := make(chan handler.Reply, 1)
+		go func() {
+			copyDone <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: 1})
+		}()
+		<-n.posting // the copy holds the finish and is notifying
+		close(slow.release)
+		r := <-done
+		close(n.release)
+		if c := <-copyDone; r.Status != http.StatusOK || c.Status != http.StatusOK || n.posts.Load() != 1 {
+			t.Fatalf("holder HTTP %d, copy HTTP %d, %d notifications: %s", r.Status, c.Status, n.posts.Load(), r.Body)
+		}
+	})
+}
+
+// slowFinishRig is a rig with a lease of lease and notifier n whose first
+// publish of an approved result waits for slow.release.
+func slowFinishRig(t *testing.T, store driver.Maintainer, dir string, lease time.Duration, n handler.Notifier) (*rig, *slowApproved) {
+	rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(lease))
+	rg.p.Notify = n
+	base, _ := rg.p.Results(context.Background(), handler.Credentials{})
+	slow := &slowApproved{ResultStore: base, reached: make(chan struct{}), release: make(chan struct{})}
+	rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) { return slow, nil }
+	return rg, slow
+}
