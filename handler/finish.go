@@ -178,7 +178,7 @@ func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempot
 		if held == nil && res.Record.FailedFinish() { // the store's answer, whatever Redis said: FC's retry ends in the DLQ
 			return idempotency.Final(res.Record.LastErrorCode, errors.New(res.Record.LastError))
 		}
-		if held == nil && res.Decision == idempotency.DecisionRepeatOther && res.Record.LeaseOwner == owner {
+		if held == nil && res.Decision == idempotency.DecisionRepeatOther && owner != "" && res.Record.LeaseOwner == owner {
 			// Its own request's live finish (a copy of the holder's try,
 			// which the store marked): as a task claim, answered retry_later,
 			// never acknowledged — were the holder to die, FC's retry of

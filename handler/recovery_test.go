@@ -964,7 +964,8 @@ func TestOwnLiveFinishIsAnsweredRetryLater(t *testing.T) {
 		<-slow.reached // try 1 holds the finish, publishing
 		for _, try := range []int{1, 2} {
 			r := rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1", RetryCount: try})
-			if o := outcome(t, r); r.Status == http.StatusOK || o.ErrorType != "retry_later" || o.Retryable == nil || !*o.Retryable {
+			if o := outcome(t, r); r.Status == http.StatusOK || o.ErrorType != "retry_later" || o.Retryable == nil || !*o.Retryable ||
+				o.Decision != string(idempotency.DecisionRepeatOther) {
 				t.Fatalf("r1 try %d beside its own live finish: HTTP %d %+v", try, r.Status, o)
 			}
 		}
