@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/jmespath-community/go-jmespath/pkg/functions"
+	"github.com/jmespath-community/go-jmespath/pkg/util"
 )
 
 // The library's sort, max and min compare numbers with < alone: 0 and -0
@@ -30,24 +31,9 @@ func totalCompare(a, b float64) int {
 	return 0
 }
 
-// allNumbers is arguments[0] as numbers, if every element is one.
-func allNumbers(arguments []any) ([]float64, bool) {
-	list, ok := arguments[0].([]any)
-	if !ok {
-		return nil, false
-	}
-	out := make([]float64, len(list))
-	for i, e := range list {
-		if out[i], ok = e.(float64); !ok {
-			return nil, false
-		}
-	}
-	return out, true
-}
-
 func totalSort(lib functions.JpFunction) functions.JpFunction {
 	return func(arguments []any) (any, error) {
-		ns, ok := allNumbers(arguments)
+		ns, ok := util.ToArrayNum(arguments[0])
 		if !ok {
 			return lib(arguments)
 		}
@@ -63,7 +49,7 @@ func totalSort(lib functions.JpFunction) functions.JpFunction {
 // totalPick is max (sign 1) or min (sign -1) under totalCompare.
 func totalPick(lib functions.JpFunction, sign int) functions.JpFunction {
 	return func(arguments []any) (any, error) {
-		ns, ok := allNumbers(arguments)
+		ns, ok := util.ToArrayNum(arguments[0])
 		if !ok || len(ns) == 0 {
 			return lib(arguments)
 		}
