@@ -247,12 +247,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 		return driver.ClaimResult{}, nil, storeErr("claim", err)
 	}
 	e.stats.count(res.Decision, false)
-	if res.Record.FailedFinish() && res.Record.LastErrorCode == "" {
-		// Migration 005 marked finishes that had failed under an earlier
-		// version FAILED without a code; the fast layer mirrors the code,
-		// not the finish, and would answer the key as done.
-		res.Record.LastErrorCode = finishFailedCode
-	}
+	codeFailedFinish(&res.Record)
 	e.cache.put(res.Record)
 	// After a FIRST on both tiers the fast entry already says what the Store
 	// says (our owner, our lease); skip the round trip on the hot path.
@@ -274,6 +269,7 @@ func (e *Engine) Get(ctx context.Context, key string) (driver.Record, error) {
 		return driver.Record{}, err
 	}
 	rec, err := e.store.Get(ctx, key)
+	codeFailedFinish(&rec)
 	return rec, storeErr("get", err)
 }
 
@@ -399,6 +395,18 @@ func (l *Lease) Complete(ctx context.Context, resultRef string) error {
 
 // finishFailedCode answers a finish recorded FAILED without a code.
 const finishFailedCode = "finish_failed"
+
+// codeFailedFinish names the code of a finish recorded FAILED without one,
+// on every read that answers a delivery (Claim, ClaimFinish, Get): migration
+// 005 marked finishes that had failed under an earlier version FAILED
+// without a code. The fast layer mirrors the code, not the finish, and would
+// answer the key as done; an answer rebuilt from the record would say
+// "unknown".
+func codeFailedFinish(rec *driver.Record) {
+	if rec.FailedFinish() && rec.LastErrorCode == "" {
+		rec.LastErrorCode = finishFailedCode
+	}
+}
 
 // resultTooLargeCode is the error code of a result over MaxResultRef.
 const resultTooLargeCode = "result_too_large"
@@ -662,6 +670,7 @@ func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (d
 	if err != nil {
 		return driver.ClaimResult{}, nil, storeErr("claim finish", err)
 	}
+	codeFailedFinish(&res.Record)
 	if !res.Decision.Owned() {
 		return res, nil, nil
 	}
