@@ -162,32 +162,35 @@ func expired(err error) error {
 
 // finishOwn finishes what this delivery completed (it holds the finish),
 // or, for a retry of the same FC request whose earlier try completed and
-// died, claims the finish first. Any other duplicate leaves the finish to
+// died, claims the finish first (claimFinish): a known later try (try >
+// 0), or a delivery of the request that completed the key (holder: the
+// duplicate's answer names its owner) whatever its try says — over the go1
+// runtime every try reads 0, without x-fc-retry-count it is -1, and
+// acknowledged such a retry would leave a dead holder's POST to the
+// sweeper, and a finish the store recorded FAILED behind a late Redis
+// mirror undelivered to the DLQ. Any other duplicate leaves the finish to
 // its holder, and past its lease to the sweeper.
 func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempotency.Lease, notify *event.Notify,
-	owner string, try int) error {
+	owner string, try int, holder bool) error {
 	var f *idempotency.Finisher
 	switch {
 	case l != nil:
 		f = l.Finisher()
-	case try > 0:
-		res, held, err := p.Engine.ClaimFinish(ctx, t.d.Key, owner, try)
-		if err != nil {
+	case try > 0 || holder:
+		held, err := p.claimFinish(ctx, t, owner, try)
+		if try <= 0 && errors.Is(err, idempotency.ErrRetryLater) && !notifies(ctx, t) {
+			// Beside its request's live finish that only publishes (the
+			// sweeper repeats it at no cost), and may be done already, its
+			// mark waiting in the holder's batch (Finisher.DoneLater):
+			// answered retry_later, the copy would wait for nothing.
+			return nil
+		}
+		if held == nil || err != nil {
 			return err
-		}
-		if held == nil && res.Record.FailedFinish() { // the store's answer, whatever Redis said: FC's retry ends in the DLQ
-			return idempotency.Final(res.Record.LastErrorCode, errors.New(res.Record.LastError))
-		}
-		if held == nil && res.Decision == idempotency.DecisionRepeatOther && owner != "" && res.Record.LeaseOwner == owner {
-			// Its own request's live finish (a copy of the holder's try,
-			// which the store marked): as a task claim, answered retry_later,
-			// never acknowledged — were the holder to die, FC's retry of
-			// this copy is what takes the finish over (docs/design.md §14).
-			return idempotency.Retryable(retryLater, fmt.Errorf("%w (its own request's finish is in progress)", idempotency.ErrRetryLater))
 		}
 		f = held
 	}
-	if f == nil {
+	if f == nil { // no finish to do (idempotency disabled, or no finish pending)
 		return nil
 	}
 	if l == nil || l.Salvage() { // the input was saved by an earlier try: it decides
@@ -198,6 +201,35 @@ func (p *Pipeline) finishOwn(ctx context.Context, t *task, o Outcome, l *idempot
 		notify = in.Notify
 	}
 	return p.finish(ctx, f, t.rs, o, notify, t.meta, t.saved)
+}
+
+// notifies: t's stored input asks for a notification, or cannot be read
+// (the finish may then have one to post).
+func notifies(ctx context.Context, t *task) bool {
+	in, err := readInput(ctx, t.rs, t.d.Key)
+	return err != nil || in.Notify != nil
+}
+
+// claimFinish asks the store for t's pending finish for owner at try: the
+// Finisher when granted; nil and nil when another holder carries it or it is
+// done; the FINAL failure a failed finish recorded; retry_later beside its
+// own request's live finish.
+func (p *Pipeline) claimFinish(ctx context.Context, t *task, owner string, try int) (*idempotency.Finisher, error) {
+	res, held, err := p.Engine.ClaimFinish(ctx, t.d.Key, owner, try)
+	switch {
+	case err != nil:
+		return nil, err
+	case held == nil && res.Record.FailedFinish(): // the store's answer, whatever Redis said: FC's retry ends in the DLQ
+		return nil, idempotency.Final(res.Record.LastErrorCode, errors.New(res.Record.LastError))
+	case held == nil && res.Decision == idempotency.DecisionRepeatOther && owner != "" && res.Record.LeaseOwner == owner:
+		// Its own request's live finish (a copy of the holder's try, which
+		// the store marked, or a try without a known count): as a task
+		// claim, answered retry_later, never acknowledged — were the holder
+		// to die, FC's retry of this copy is what takes the finish over
+		// (docs/design.md §14).
+		return nil, idempotency.Retryable(retryLater, fmt.Errorf("%w (its own request's finish is in progress)", idempotency.ErrRetryLater))
+	}
+	return held, nil
 }
 
 // finish publishes approved/result.md from the output result_ref names and

@@ -196,7 +196,7 @@ func (p *Pipeline) runKeyed(ctx context.Context, ev *event.Task, k keying, meta 
 	case err != nil:
 		o = failure(o, err)
 	case res.Status == driver.StatusSucceeded:
-		if err := p.finishOwn(ctx, t, o, lease, notify, owner, meta.RetryCount); err != nil {
+		if err := p.finishOwn(ctx, t, o, lease, notify, owner, meta.RetryCount, res.Holder(owner)); err != nil {
 			o = failure(o, err)
 			if errors.Is(err, idempotency.ErrRetryLater) { // its own request's live finish
 				o.Decision = string(idempotency.DecisionRepeatOther)

@@ -1014,6 +1014,42 @@ func TestHoldLostToNobodyIsRetried(t *testing.T) {
 	})
 }
 
+// The holder's Hold is refused after the sweeper took the finish over and
+// its POST was refused for good: the finish is recorded FAILED, and the
+// holder answers that FINAL failure (FC's retries end in the dead-letter
+// queue, docs/design.md §10) — acknowledged, the failure would reach no
+// dead letter.
+func TestHoldLostToAFailedFinishIsFinal(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		const lease = 2 * time.Second
+		n := postFunc(func() error { return idempotency.Final("notify_rejected", errors.New("410 Gone")) })
+		rg, slow := slowFinishRig(t, store, dir, lease, n)
+		data := summarizeData("a slow publish, swept and refused")
+		done := make(chan handler.Reply, 1)
+		go func() {
+			done <- rg.p.Handle(context.Background(), taskBody("ev-1", data, "https://hook.test/x"), handler.Meta{RequestID: "r1"})
+		}()
+		<-slow.reached
+		time.Sleep(lease + 100*time.Millisecond) // the holder's finish lease (and the grace) ran out
+		if _, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if rec, _ := store.Get(context.Background(), derive(t, data).Key); rec.Finish != driver.FinishFailed {
+			t.Fatalf("the sweep left the finish %s", rec.Finish)
+		}
+		close(slow.release)
+		r := <-done
+		if o := outcome(t, r); r.Status == http.StatusOK || o.Retryable == nil || *o.Retryable || o.ErrorType != "notify_rejected" {
+			t.Fatalf("the holder, its finish failed FINAL by the sweeper: HTTP %d %+v", r.Status, o)
+		}
+	})
+}
+
+// postFunc is a notifier whose every POST answers fn.
+type postFunc func() error
+
+func (f postFunc) Post(context.Context, string, string, string, []byte) error { return f() }
+
 // The holder's publish outlasts its finish lease; a copy of its try takes
 // the expired finish over and notifies; the holder's Hold is then refused.
 // It is acknowledged: the copy carries the finish. Answered retryably, FC's
@@ -1043,10 +1079,68 @@ func TestHoldLostToACopyIsAcknowledged(t *testing.T) {
 	})
 }
 
+// A delivery without a known later try — over the go1 runtime every try
+// reads 0, without x-fc-retry-count it is -1 — of the request that
+// completed the key meets that request's pending finish: while its lease
+// runs it is answered retry_later (the holder may be dead), and once the
+// lease ran out it takes the finish over and notifies; acknowledged, a dead
+// holder's finish would wait for the sweeper. The holder, woken after, is
+// fenced out: one notification in all.
+func TestOwnFinishWithoutAKnownTry(t *testing.T) {
+	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
+		for _, tc := range []struct {
+			name  string
+			try   int
+			redis bool
+		}{
+			{"go1 (try 0)", 0, false},
+			{"go1 (try 0), Redis first", 0, true},
+			{"no retry count (-1)", -1, false},
+			{"no retry count (-1), Redis first", -1, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) { ownFinishWithoutAKnownTry(t, store, dir, tc.try, tc.redis) })
+		}
+	})
+}
+
+func ownFinishWithoutAKnownTry(t *testing.T, store driver.Maintainer, dir string, try int, redis bool) {
+	const lease = 2 * time.Second
+	data := summarizeData(fmt.Sprintf("its own finish, try %d, %d", try, time.Now().UnixNano())) // a key of its own on a shared Redis
+	var opts []idempotency.Option
+	if redis {
+		fast := newFast(t)
+		t.Cleanup(func() { _ = fast.Forget(context.Background(), derive(t, data).Key) })
+		opts = append(opts, idempotency.WithFastLayer(fast)) // the SUCCEEDED entry answers the retry first
+	}
+	n := &notifier{}
+	rg, slow := slowFinishRig(t, store, dir, lease, n, opts...)
+	body := taskBody("ev-1", data, "https://hook.test/x")
+	meta := handler.Meta{RequestID: "r1", RetryCount: try}
+	done := make(chan handler.Reply, 1)
+	go func() { done <- rg.p.Handle(context.Background(), body, meta) }()
+	<-slow.reached // the holder completed the task and holds the finish, publishing
+	r := rg.p.Handle(context.Background(), body, meta)
+	if o := outcome(t, r); r.Status == http.StatusOK || o.ErrorType != "retry_later" || o.Decision != string(idempotency.DecisionRepeatOther) {
+		t.Fatalf("FC's retry beside its own live finish: HTTP %d %+v", r.Status, o)
+	}
+	time.Sleep(lease + 100*time.Millisecond) // the holder's finish lease ran out: it may be dead
+	if r := rg.p.Handle(context.Background(), body, meta); r.Status != http.StatusOK || n.posts.Load() != 1 {
+		t.Fatalf("FC's retry after the finish lease: HTTP %d %s, %d notifications", r.Status, r.Body, n.posts.Load())
+	}
+	if rec, _ := store.Get(context.Background(), derive(t, data).Key); rec.Finish != driver.FinishDone {
+		t.Fatalf("the retry left the finish %s", rec.Finish)
+	}
+	close(slow.release)
+	if r := <-done; r.Status != http.StatusOK || n.posts.Load() != 1 {
+		t.Fatalf("the holder, woken: HTTP %d %s, %d notifications", r.Status, r.Body, n.posts.Load())
+	}
+}
+
 // slowFinishRig is a rig with a lease of lease and notifier n whose first
 // publish of an approved result waits for slow.release.
-func slowFinishRig(t *testing.T, store driver.Maintainer, dir string, lease time.Duration, n handler.Notifier) (*rig, *slowApproved) {
-	rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(lease))
+func slowFinishRig(t *testing.T, store driver.Maintainer, dir string, lease time.Duration, n handler.Notifier,
+	opts ...idempotency.Option) (*rig, *slowApproved) {
+	rg := newRigOn(t, store, dir, &model{}, append([]idempotency.Option{idempotency.WithLease(lease)}, opts...)...)
 	rg.p.Notify = n
 	base, _ := rg.p.Results(context.Background(), handler.Credentials{})
 	slow := &slowApproved{ResultStore: base, reached: make(chan struct{}), release: make(chan struct{})}

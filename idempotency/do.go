@@ -23,7 +23,17 @@ type Outcome struct {
 	ResultRef string        `json:"result_ref"`
 	ErrorCode string        `json:"error_code,omitempty"`
 	Error     string        `json:"error,omitempty"`
+
+	holder string // the lease owner the answering record names (Holder)
 }
+
+// Holder reports whether owner is the lease owner the record answering a
+// duplicate names — for a finished key, the request that completed it or
+// last took its finish — unless that record says the finish is done. Such
+// a caller is a copy or retry of that request, whose finish may be pending
+// (Engine.ClaimFinish asks). The owner itself is another request's id: it
+// is not shown.
+func (o Outcome) Holder(owner string) bool { return owner != "" && o.holder == owner }
 
 // outcomeOf describes a claim result that the caller did not own.
 func outcomeOf(res driver.ClaimResult) Outcome {
@@ -35,7 +45,18 @@ func outcomeOf(res driver.ClaimResult) Outcome {
 		return Outcome{Key: r.Key, Duplicate: true, Decision: res.Decision}
 	}
 	return Outcome{Key: r.Key, Status: r.Status, Duplicate: res.Decision.Duplicate(), Decision: res.Decision,
-		Attempt: r.Attempt, Fence: r.Fence, ResultRef: r.ResultRef, ErrorCode: r.LastErrorCode, Error: r.LastError}
+		Attempt: r.Attempt, Fence: r.Fence, ResultRef: r.ResultRef, ErrorCode: r.LastErrorCode, Error: r.LastError,
+		holder: holderOf(r)}
+}
+
+// holderOf is the owner Outcome.Holder compares: none once the record says
+// the finish is done (Redis and the cache do not say: their answer names
+// the owner that completed the key).
+func holderOf(r driver.Record) string {
+	if r.Finish == driver.FinishDone {
+		return ""
+	}
+	return r.LeaseOwner
 }
 
 // retryLaterCode is the error code of [ErrRetryLater].

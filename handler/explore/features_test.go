@@ -286,6 +286,38 @@ func (w *world) checkOwnLeaseAcked(a *actor, key string) {
 	}
 }
 
+// checkOwnFinishAcked: a try without a known later try (go1, no retry
+// count) that held no lease is never acknowledged beside its own request's
+// pending finish when the stored input asks for a notification: that
+// finish's holder may be a dead try of the request, and FC's retry — this
+// delivery — is what takes it over before the sweeper (docs/design.md, the
+// Finish bullet). Acknowledged, the POST waits for a sweep.
+func (w *world) checkOwnFinishAcked(a *actor, key string) {
+	if a.held {
+		return
+	}
+	rec, err := w.be.store.Get(context.Background(), key)
+	if err != nil || rec.Status != driver.StatusSucceeded || rec.Finish != driver.FinishPending || rec.LeaseOwner != a.d.reqID ||
+		!w.asksNotify(key) {
+		return
+	}
+	w.violate("%s: acknowledged (HTTP 200) beside its own request's pending finish of %s, which notifies (try %d)", a.name, key,
+		rec.LeaseTry)
+}
+
+// asksNotify: key's stored input asks for a notification.
+func (w *world) asksNotify(key string) bool {
+	inputKey, _ := ossresult.InputKey(key)
+	in, _, err := w.results.Get(context.Background(), inputKey)
+	if err != nil {
+		return false
+	}
+	var doc struct {
+		Notify *struct{ URL string } `json:"notify"`
+	}
+	return json.Unmarshal(in, &doc) == nil && doc.Notify != nil
+}
+
 // claimAnswered notes the lease owner a's claim was last answered with.
 func (w *world) claimAnswered(a *actor, owner string) {
 	if w.stored.claimOwner == nil {

@@ -82,6 +82,7 @@ type actor struct {
 	stopped    bool                // SIGSTOPped at the current point
 	wokeAt     string              // the point it was last woken at, until it moves on
 	failAt     string              // an enumerated scenario's fault: the call at this point fails, once
+	held       bool                // the store granted it a lease: the task's, or a finish's
 }
 
 // atEnd is the end of the process after its call returned: most often it

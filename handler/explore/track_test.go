@@ -40,6 +40,7 @@ func (w *world) claimed(a *actor, key string, fence int64, first bool) {
 			h.a.name, h.fence, h.until-w.now)
 	}
 	w.newLease(a, key, first) // windows_test.go
+	a.held = true
 	w.holders[key] = &holder{a: a, fence: fence, until: w.now + w.lease}
 	w.leaseOwner[key] = a
 }
@@ -77,6 +78,7 @@ func (w *world) claimedFinish(a *actor, key string) {
 		w.violate("%s: took the finish of %s while %s holds it live (%s left)", a.name, key, h.a.name, h.until-w.now)
 	}
 	w.finishers[key] = &holder{a: a, until: w.now + w.lease}
+	a.held = true
 	if o := w.leaseOwner[key]; o == nil || !sameRequest(a, o) {
 		delete(w.copyMarks, key) // the record names another owner now: its try count starts again
 	}

@@ -401,6 +401,9 @@ func (w *world) runTry(a *actor) {
 			w.checkHeld(a, o.IdempotencyKey)
 			w.checkOwnLeaseAcked(a, o.IdempotencyKey)
 		}
+		if o.Status == string(driver.StatusSucceeded) && (a.d.go1 || a.d.norc) {
+			w.checkOwnFinishAcked(a, o.IdempotencyKey)
+		}
 		if (failed || w.stored.overFailure[a]) && o.Status != string(driver.StatusRunning) { // (in progress: another owner's lease carries it, checkHeld)
 			w.checkFinishFailedAcked(a, o.IdempotencyKey)
 		}

@@ -42,9 +42,11 @@ local st = h[1]
 if st and (h[3] or '') ~= ph then
   return {'MISMATCH'}
 end
--- The common duplicate is answered before reading the clock.
+-- The common duplicate is answered before reading the clock. The owner is
+-- the holder that completed it: its request's own retry asks the store for
+-- the finish (handler/finish.go), whatever its try says.
 if st == 'SUCCEEDED' or st == 'FAILED_FINAL' then
-  return {st, h[5] or '0', h[6] or '0', h[7] or '', h[8] or '', h[9] or ''}
+  return {st, h[5] or '0', h[6] or '0', h[7] or '', h[8] or '', h[9] or '', h[2] or ''}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -201,6 +203,9 @@ func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHa
 		}
 		ans.Record = driver.Record{Key: key, Status: driver.Status(vals[0]), Fence: atoi64(vals[1]),
 			Attempt: int(atoi64(vals[2])), ResultRef: vals[3], LastErrorCode: vals[4], LastError: vals[5]}
+		if len(vals) > 6 {
+			ans.Record.LeaseOwner = vals[6]
+		}
 	case driver.FastRepeatOther:
 		if len(vals) < 5 {
 			return ans, fmt.Errorf("redis claim: short answer %q", vals)
