@@ -228,16 +228,7 @@ func (w *world) checkNotifyAsked(rec driver.Record) {
 		w.violate("%s ended %s and was notified %d times", rec.Key, rec.Status, len(w.posts[rec.Key]))
 		return
 	}
-	inputKey, _ := ossresult.InputKey(rec.Key)
-	in, _, err := w.results.Get(context.Background(), inputKey)
-	if err != nil {
-		return
-	}
-	var doc struct {
-		Notify *struct{ URL string } `json:"notify"`
-	}
-	_ = json.Unmarshal(in, &doc)
-	if doc.Notify == nil {
+	if asks, read := w.storedNotify(rec.Key); read && !asks {
 		w.violate("%s: its stored input does not ask for notify, and it was notified %d times (by %s)", rec.Key,
 			len(w.posts[rec.Key]), w.posts[rec.Key][0].a.name)
 	}
@@ -297,25 +288,29 @@ func (w *world) checkOwnFinishAcked(a *actor, key string) {
 		return
 	}
 	rec, err := w.be.store.Get(context.Background(), key)
-	if err != nil || rec.Status != driver.StatusSucceeded || rec.Finish != driver.FinishPending || rec.LeaseOwner != a.d.reqID ||
-		!w.asksNotify(key) {
+	if err != nil || rec.Status != driver.StatusSucceeded || rec.Finish != driver.FinishPending || rec.LeaseOwner != a.d.reqID {
+		return
+	}
+	if asks, _ := w.storedNotify(key); !asks {
 		return
 	}
 	w.violate("%s: acknowledged (HTTP 200) beside its own request's pending finish of %s, which notifies (try %d)", a.name, key,
 		rec.LeaseTry)
 }
 
-// asksNotify: key's stored input asks for a notification.
-func (w *world) asksNotify(key string) bool {
+// storedNotify: whether key's stored input asks for a notification, and
+// whether it could be read at all.
+func (w *world) storedNotify(key string) (asks, read bool) {
 	inputKey, _ := ossresult.InputKey(key)
 	in, _, err := w.results.Get(context.Background(), inputKey)
 	if err != nil {
-		return false
+		return false, false
 	}
 	var doc struct {
 		Notify *struct{ URL string } `json:"notify"`
 	}
-	return json.Unmarshal(in, &doc) == nil && doc.Notify != nil
+	_ = json.Unmarshal(in, &doc)
+	return doc.Notify != nil, true
 }
 
 // claimAnswered notes the lease owner a's claim was last answered with.
