@@ -249,8 +249,10 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 	e.stats.count(res.Decision, false)
 	codeFailedFinish(&res.Record)
 	e.cache.put(res.Record)
-	// After a FIRST on both tiers the fast entry already says what the Store
-	// says (our owner, our lease); skip the round trip on the hot path.
+	// After a FIRST on both tiers the fast layer holds nothing of ours (a
+	// FIRST registers nothing there), which sends duplicates to the Store as
+	// an unconfirmed claim would; the completion publishes. Skip the round
+	// trip on the hot path.
 	if !(fastClaimed && res.Decision == DecisionFirst) {
 		e.publish(ctx, res.Record, res.LeaseLeft)
 	}

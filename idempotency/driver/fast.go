@@ -9,7 +9,7 @@ import (
 // touching the Store, but it only mirrors what the Store committed or a live
 // claim: the engine treats every error as "go on with the Store alone".
 type FastLayer interface {
-	// Claim claims or reads key in one round trip.
+	// Claim claims or reads key, in one round trip where it can.
 	// try follows ClaimRequest.Try.
 	Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (FastAnswer, error)
 	// Publish mirrors a committed record, compare-and-set on its fence: an
@@ -19,7 +19,8 @@ type FastLayer interface {
 	// answer comes at a higher fence) stay; the idemtest suite checks all three
 	// (FastLatePublishOverRegistration).
 	Publish(ctx context.Context, rec Record, leaseLeft time.Duration) error
-	// Release drops owner's claim when the Store never confirmed it.
+	// Release drops owner's claim when the Store never confirmed it (a
+	// layer that registers no claim before the Store's has nothing to drop).
 	Release(ctx context.Context, key, owner string) error
 	// Forget drops the entry (replay resets the durable record first).
 	Forget(ctx context.Context, key string) error
@@ -29,7 +30,7 @@ type FastLayer interface {
 type FastVerdict string
 
 const (
-	FastFirst       FastVerdict = "FIRST"        // no entry; the caller's claim is registered
+	FastFirst       FastVerdict = "FIRST"        // no entry; the caller may go on to the Store
 	FastRepeatSame  FastVerdict = "REPEAT_SAME"  // same owner retrying: go on to the Store
 	FastRepeatOther FastVerdict = "REPEAT_OTHER" // another owner's live lease: in progress
 	FastStale       FastVerdict = "STALE"        // expired or retryable entry: the caller may try the Store
@@ -45,7 +46,7 @@ type FastAnswer struct {
 	Record    Record
 	LeaseLeft time.Duration
 	// Unconfirmed (REPEAT_OTHER): the entry's owner registered its claim
-	// (FIRST or STALE) and nothing since came from the Store (Publish). The
+	// (redisfast: STALE) and nothing since came from the Store (Publish). The
 	// engine also takes a fence of 0 as unconfirmed (the Store's start at 1),
 	// so a layer that cannot mark entries still gets that case right.
 	Unconfirmed bool

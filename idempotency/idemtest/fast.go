@@ -158,8 +158,9 @@ func fastStaleVsStore(t *testing.T, h Harness) {
 	}
 	h.FastUp(t)
 	time.Sleep(2 * testBackoff)
-	// Redis still mirrors a's claim, which the Store never confirmed there
-	// (a FIRST on both tiers publishes nothing): the Store answers.
+	// Redis holds nothing the Store confirmed (a FIRST on both tiers
+	// publishes nothing; a layer may have registered a's claim): the Store
+	// answers.
 	res, l2 := claim(t, e, req(key, "b"))
 	if l2 != nil {
 		t.Fatal("a duplicate ran a SUCCEEDED key because Redis was stale")
@@ -177,8 +178,10 @@ func fastStaleVsStore(t *testing.T, h Harness) {
 }
 
 // fastUnconfirmed: a claimant that died between its fast-layer claim and the
-// Store's leaves an entry at fence 0. It never answers a duplicate by
-// itself, however young: an "in progress" answer acknowledges the delivery,
+// Store's leaves an entry at fence 0 in a layer that registers a FIRST
+// (redisfast registers nothing; TestEntriesOfThePreviousVersion there
+// checks the entries its previous version left). It never answers a
+// duplicate by itself, however young: an "in progress" answer acknowledges the delivery,
 // and nothing durable carries the work. The Store decides (here: nobody
 // holds the key, the duplicate runs it), and the Store's answer is
 // mirrored, so the next duplicate is answered by the fast layer again.
@@ -224,9 +227,11 @@ func fastUnconfirmedTakeover(t *testing.T, h Harness) {
 	}
 }
 
-// storeDecides: a dead claimant's unconfirmed entry sends the next
-// duplicate to the Store, which decides (want, owned); the Store's answer
-// is mirrored, so the duplicate after it is answered by the fast layer.
+// storeDecides: a dead claimant's unconfirmed entry (or none: a layer may
+// register nothing for a FIRST) sends the next duplicate to the Store,
+// which decides (want, owned). The Store's answers are mirrored: once a
+// duplicate has met the new holder's lease there, the next is answered by
+// the fast layer.
 func storeDecides(t *testing.T, e *idempotency.Engine, key string, decision idempotency.Decision) *idempotency.Lease {
 	t.Helper()
 	res, l := claim(t, e, req(key, "next-delivery"))
@@ -236,14 +241,17 @@ func storeDecides(t *testing.T, e *idempotency.Engine, key string, decision idem
 	}
 	res, _ = claim(t, e, req(key, "after"))
 	want(t, "after the Store's answer", res.Decision, idempotency.DecisionRepeatOther)
-	want(t, "after the Store's answer, answered by", res.Source, "redis")
+	res, _ = claim(t, e, req(key, "after-that"))
+	want(t, "once mirrored", res.Decision, idempotency.DecisionRepeatOther)
+	want(t, "once mirrored, answered by", res.Source, "redis")
 	want(t, "mirrored owner", res.Record.LeaseOwner, "next-delivery")
 	return l
 }
 
 // fastUnconfirmedLive: asking the Store is also right when the claimant is
 // alive and simply has not published (a FIRST on both tiers leaves the
-// mirror at fence 0): the Store says "in progress", never a second owner.
+// mirror at fence 0, or empty): the Store says "in progress", never a
+// second owner.
 func fastUnconfirmedLive(t *testing.T, h Harness) {
 	e := h.NewEngine(t)
 	key := NewKey()
@@ -275,7 +283,7 @@ func fastUnconfirmedLive(t *testing.T, h Harness) {
 // fastUnconfirmedRetry (issue 20, found by the explorer's acked world): a's
 // Store claim commits but reports failure, so the engine drops a's fast
 // claim and a's delivery is answered retryably; b registers its own fast
-// claim on its way to the Store. FC's retry of a must reach the Store and
+// claim on its way to the Store (in a layer that registers a FIRST). FC's retry of a must reach the Store and
 // take its own lease over: answered "in progress" from b's unconfirmed
 // claim it would be acknowledged, b would be answered "in progress" by the
 // Store (a's lease), and nobody would run the task.

@@ -11,8 +11,12 @@ import (
 // or a proxy-fronted Tair/Cluster endpoint, and redis:// with several
 // ?addr= parameters for a Cluster seen node by node (go-redis's cluster URL).
 // It sets what the fast path needs: context deadlines honoured on the socket
-// (ContextTimeoutEnabled) and no client-side retries — the engine's own bound
-// and back-off decide, and a retry would only stretch a 50 ms budget.
+// (ContextTimeoutEnabled), no client-side retries — the engine's own bound
+// and back-off decide, and a retry would only stretch a 50 ms budget — and
+// every command to a master: a claim's HMGET is a read that go-redis would
+// send to a replica under read_only, route_by_latency or route_randomly, and
+// a replica that lags answers a finished state an operator's reset, written
+// to the master, has already replaced.
 func Dial(url string, poolSize int) (redis.UniversalClient, error) {
 	if strings.Contains(url, "addr=") {
 		opt, err := redis.ParseClusterURL(url)
@@ -20,6 +24,7 @@ func Dial(url string, poolSize int) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("REDIS_URL: %w", redactURL(err))
 		}
 		opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
+		opt.ReadOnly, opt.RouteByLatency, opt.RouteRandomly = false, false, false
 		if poolSize > 0 {
 			opt.PoolSize = poolSize
 		}

@@ -20,6 +20,10 @@ func TestDial(t *testing.T) {
 		{"plain", "redis://127.0.0.1:6379/0", false, false, false},
 		{"TLS (Tair with SSL)", "rediss://:pw@r-x.redis.rds.aliyuncs.com:6380/0", true, false, false},
 		{"cluster nodes", "redis://:pw@10.0.0.1:6379?addr=10.0.0.2:6379&addr=10.0.0.3:6379", false, true, false},
+		// A replica may lag behind a reset written to the master: every
+		// command, the claim's HMGET too, goes to a master.
+		{"cluster nodes asking for replica reads", "redis://:pw@10.0.0.1:6379?addr=10.0.0.2:6379&read_only=true" +
+			"&route_by_latency=true&route_randomly=true", false, true, false},
 		{"not a URL", "tcp://:hunter2@x", false, false, true},
 	}
 	for _, c := range cases {
@@ -42,8 +46,9 @@ func TestDial(t *testing.T) {
 					t.Fatalf("options %+v", o)
 				}
 			case *redis.ClusterClient:
-				if !c.cluster || !cl.Options().ContextTimeoutEnabled {
-					t.Fatal("cluster options")
+				o := cl.Options()
+				if !c.cluster || !o.ContextTimeoutEnabled || o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
+					t.Fatalf("cluster options %+v", o)
 				}
 			}
 		})

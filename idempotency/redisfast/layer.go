@@ -1,9 +1,11 @@
 // Package redisfast is the fast first tier of idempotency on Redis (single
-// node, Sentinel or Cluster through redis.UniversalClient). One Lua script
-// claims or reads a key in one round trip; a second mirrors committed records
-// with compare-and-set on the fence. Entries live at most DEDUP_TTL_SECONDS
-// and only ever hold what the durable store committed or a live claim, so
-// losing Redis loses no correctness.
+// node, Sentinel or Cluster through redis.UniversalClient). A claim reads the
+// key with one HMGET, which answers a key Redis has no entry for and a
+// finished one; any other entry goes to a Lua script that decides and
+// registers atomically. A second script mirrors committed records with
+// compare-and-set on the fence. Entries live at most DEDUP_TTL_SECONDS and
+// only ever hold what the durable store committed or a live claim, so losing
+// Redis loses no correctness.
 package redisfast
 
 import (
@@ -26,8 +28,10 @@ const MaxTTL = 300 * time.Second
 // Entry fields: st status, ow lease owner, ph payload hash, lu lease until (ms,
 // Redis clock), fe fence, at attempt, rr result_ref, ec/em last error, tr the
 // owner's try, uc 1 while the owner's claim is registered here but not yet
-// confirmed by the Store (set by a claim, cleared by a publish that lands).
-// The claim script answers an explicit verdict string, never nil.
+// confirmed by the Store (set by a STALE claim, cleared by a publish that
+// lands). The claim script answers an explicit verdict string, never nil.
+// Claim reads the common cases without it (Layer.read); the script decides
+// them too, for the entry may have changed since that read.
 var claimScript = newScript(`
 -- Redis before 5.0 refuses a write after TIME unless the script replicates
 -- its effects rather than itself (from 5.0 on, that is the default and the
@@ -48,13 +52,14 @@ end
 if st == 'SUCCEEDED' or st == 'FAILED_FINAL' then
   return {st, h[5] or '0', h[6] or '0', h[7] or '', h[8] or '', h[9] or '', h[2] or ''}
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- A FIRST registers nothing: a claim the store has not confirmed answers no
+-- duplicate (the engine sends them to the store), so an entry would only
+-- cost a write. The completion's publish creates the entry.
 if not st then
-  redis.call('HSET', KEYS[1], 'st', 'RUNNING', 'ow', owner, 'tr', try, 'ph', ph, 'lu', now + lease, 'fe', 0, 'at', 0, 'uc', 1)
-  redis.call('PEXPIRE', KEYS[1], ttl)
   return {'FIRST'}
 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lu = tonumber(h[4] or '0')
 if st == 'RUNNING' then
   -- The same request's known later try may take over (the Store decides);
@@ -98,22 +103,12 @@ if h[1] then
   -- takeover (a higher fence) makes a key RUNNING again.
   if cur == fence and h[1] ~= 'RUNNING' and ARGV[1] == 'RUNNING' then return 'KEPT' end
 end
--- ph is the record's, empty too: the caller's claim may have registered
--- another (the store then answered PAYLOAD_MISMATCH).
+-- ph is the record's, empty too: duplicates are answered here only when
+-- theirs is the same (Layer.read, the claim script).
 redis.call('HSET', KEYS[1], 'st', ARGV[1], 'fe', ARGV[2], 'at', ARGV[3], 'ow', ARGV[4], 'tr', ARGV[11],
   'lu', now + tonumber(ARGV[6]), 'rr', ARGV[7], 'ec', ARGV[8], 'em', ARGV[9], 'uc', 0, 'ph', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[10])
 return 'SET'
-`)
-
-// releaseScript drops a claim that the durable store never confirmed (fence 0).
-var releaseScript = newScript(`
-local h = redis.call('HMGET', KEYS[1], 'ow', 'fe')
-if h[1] == ARGV[1] and tonumber(h[2] or '0') == 0 then
-  redis.call('DEL', KEYS[1])
-  return 'RELEASED'
-end
-return 'KEPT'
 `)
 
 // Layer implements driver.FastLayer.
@@ -123,7 +118,7 @@ type Layer struct {
 	ttl time.Duration
 	// prefix starts every key of this layer (WithKeyPrefix).
 	prefix string
-	// calls is the number of script calls under way: one alone takes the
+	// calls is the number of commands under way: one alone takes the
 	// plain round trip, which the autopipeliner's hand-off would only slow.
 	calls atomic.Int64
 }
@@ -186,8 +181,17 @@ func Key(k string) string { return "idem:{" + k + "}" }
 // Key is the Redis key of K in this layer: its prefix, then Key(k).
 func (l *Layer) Key(k string) string { return l.prefix + Key(k) }
 
-// Claim runs the claim script.
+// Claim reads key (Layer.read) and, unless that answers, runs the claim
+// script: a second round trip, within the same bound.
 func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (driver.FastAnswer, error) {
+	if ans, ok, err := l.read(ctx, key, payloadHash); ok || err != nil {
+		return ans, err
+	}
+	return l.claimByScript(ctx, key, owner, try, payloadHash, lease)
+}
+
+// claimByScript decides by the claim script alone, whatever the entry.
+func (l *Layer) claimByScript(ctx context.Context, key, owner string, try int, payloadHash string, lease time.Duration) (driver.FastAnswer, error) {
 	vals, err := l.run(ctx, claimScript, []string{l.Key(key)}, owner, payloadHash, lease.Milliseconds(), l.ttl.Milliseconds(), try).StringSlice()
 	if err != nil {
 		return driver.FastAnswer{}, fmt.Errorf("redis claim: %w", err)
@@ -201,11 +205,7 @@ func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHa
 		if len(vals) < 6 {
 			return ans, fmt.Errorf("redis claim: short answer %q", vals)
 		}
-		ans.Record = driver.Record{Key: key, Status: driver.Status(vals[0]), Fence: atoi64(vals[1]),
-			Attempt: int(atoi64(vals[2])), ResultRef: vals[3], LastErrorCode: vals[4], LastError: vals[5]}
-		if len(vals) > 6 {
-			ans.Record.LeaseOwner = vals[6]
-		}
+		ans.Record = finished(key, vals)
 	case driver.FastRepeatOther:
 		if len(vals) < 5 {
 			return ans, fmt.Errorf("redis claim: short answer %q", vals)
@@ -221,6 +221,50 @@ func (l *Layer) Claim(ctx context.Context, key, owner string, try int, payloadHa
 	return ans, nil
 }
 
+// readFields are the fields read answers from: a finished entry's, in the
+// order of the claim script's terminal answer (see finished), then ph.
+var readFields = []string{"st", "fe", "at", "rr", "ec", "em", "ow", "ph"}
+
+// read answers a claim with one HMGET, without the script, in the two
+// common cases (issue #24: Lua took most of Redis's time per claim): no
+// entry (FIRST, registering nothing, as the script does) and a finished
+// entry of the caller's payload hash (an empty hash is one too, as the
+// store compares). ok is false for any other entry: the script decides.
+func (l *Layer) read(ctx context.Context, key, payloadHash string) (ans driver.FastAnswer, ok bool, err error) {
+	args := make([]any, 0, 2+len(readFields))
+	args = append(args, "hmget", l.Key(key))
+	for _, f := range readFields {
+		args = append(args, f)
+	}
+	cmd := redis.NewStringSliceCmd(ctx, args...)
+	if err := l.do(ctx, cmd); err != nil {
+		return ans, false, fmt.Errorf("redis claim: %w", err)
+	}
+	vals := cmd.Val() // a missing field reads as ""
+	if len(vals) != len(readFields) {
+		return ans, false, fmt.Errorf("redis claim: %d fields read, want %d", len(vals), len(readFields))
+	}
+	switch st := driver.FastVerdict(vals[0]); {
+	case st == "":
+		return driver.FastAnswer{Verdict: driver.FastFirst}, true, nil
+	case (st == driver.FastSucceeded || st == driver.FastFailedFinal) && vals[7] == payloadHash:
+		return driver.FastAnswer{Verdict: st, Record: finished(key, vals)}, true, nil
+	}
+	return ans, false, nil
+}
+
+// finished is the record of a finished entry from its fields st, fe, at,
+// rr, ec, em and, when there, ow: the holder that completed it, whose own
+// request's retry asks the store for the finish (handler/finish.go).
+func finished(key string, vals []string) driver.Record {
+	rec := driver.Record{Key: key, Status: driver.Status(vals[0]), Fence: atoi64(vals[1]),
+		Attempt: int(atoi64(vals[2])), ResultRef: vals[3], LastErrorCode: vals[4], LastError: vals[5]}
+	if len(vals) > 6 {
+		rec.LeaseOwner = vals[6]
+	}
+	return rec
+}
+
 // Publish mirrors a committed record with CAS on its fence.
 func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.Duration) error {
 	err := l.run(ctx, publishScript, []string{l.Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
@@ -232,13 +276,10 @@ func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.D
 	return nil
 }
 
-// Release drops owner's unconfirmed claim.
-func (l *Layer) Release(ctx context.Context, key, owner string) error {
-	if err := l.run(ctx, releaseScript, []string{l.Key(key)}, owner).Err(); err != nil {
-		return fmt.Errorf("redis release: %w", err)
-	}
-	return nil
-}
+// Release does nothing: this layer leaves no claim for the store to confirm
+// (a FIRST registers nothing, and a STALE registration keeps the entry's
+// fence and ends with its own lease).
+func (l *Layer) Release(context.Context, string, string) error { return nil }
 
 // Forget deletes the entry.
 func (l *Layer) Forget(ctx context.Context, key string) error {
@@ -261,41 +302,53 @@ type script struct {
 
 func newScript(src string) script { return script{redis.NewScript(src), src} }
 
-// run runs s. While other calls are under way it goes through the
-// autopipeliner (go-redis's deferred face): the scripts of concurrent
-// invocations share one write and one read instead of a round trip each, on
-// the client and in Redis (issue #24, BENCHMARKS.md). A call alone takes
-// the plain round trip. The wait for the reply is bounded by ctx, as a plain
-// call is by ContextTimeoutEnabled; the batch is not cancelled, so, like a
-// timed-out plain call, the script may still run: every script is safe to
-// run late (the claim registers a lease that expires, the publish is fenced,
-// the release only drops an unconfirmed claim of its owner).
+// run runs s through do, falling back to EVAL when Redis does not know
+// the script (a restart, SCRIPT FLUSH, another Cluster node). Every script
+// is safe to run late, as a timed-out call may (a STALE claim registers a lease
+// that expires, the publish is fenced).
 func (l *Layer) run(ctx context.Context, s script, keys []string, args ...any) *redis.Cmd {
-	alone := l.calls.Add(1) == 1
-	defer l.calls.Add(-1)
-	if l.ap == nil || alone {
-		return s.Run(ctx, l.rdb, keys, args...)
+	cmd := s.cmd(ctx, "evalsha", s.Hash(), keys, args)
+	err := l.do(ctx, cmd)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd = s.cmd(ctx, "eval", s.src, keys, args)
+		err = l.do(ctx, cmd)
 	}
-	cmd := l.submit(ctx, "evalsha", s.Hash(), keys, args)
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmd = l.submit(ctx, "eval", s.src, keys, args)
+	if err != nil {
+		// A batch may still fill cmd in after its wait ran out: answer a
+		// command of our own.
+		failed := redis.NewCmd(ctx)
+		failed.SetErr(err)
+		return failed
 	}
 	return cmd
 }
 
-func (l *Layer) submit(ctx context.Context, name, body string, keys []string, args []any) *redis.Cmd {
+func (s script) cmd(ctx context.Context, name, body string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, body, len(keys))
 	for _, k := range keys {
 		a = append(a, k)
 	}
 	a = append(a, args...)
-	cmd := redis.NewCmd(ctx, a...)
-	if err := l.ap.Submit(ctx, cmd).WaitContext(ctx); err != nil && ctx.Err() != nil {
-		// The batch may still fill cmd in: answer a command of our own.
-		late := redis.NewCmd(ctx)
-		late.SetErr(err)
-		return late
+	return redis.NewCmd(ctx, a...)
+}
+
+// do sends cmd and waits for its reply. While other calls are under way it
+// goes through the autopipeliner (go-redis's deferred face): the commands
+// of concurrent invocations share one write and one read instead of a round
+// trip each, on the client and in Redis (issue #24, BENCHMARKS.md). A call
+// alone takes the plain round trip, which the hand-off would only slow.
+// The wait for the reply is bounded by ctx, as a plain call is by
+// ContextTimeoutEnabled; the batch is not cancelled, so the command may
+// still run.
+func (l *Layer) do(ctx context.Context, cmd redis.Cmder) error {
+	alone := l.calls.Add(1) == 1
+	defer l.calls.Add(-1)
+	if l.ap == nil || alone {
+		return l.rdb.Process(ctx, cmd)
 	}
-	return cmd
+	if err := l.ap.Submit(ctx, cmd).WaitContext(ctx); err != nil && ctx.Err() != nil {
+		return err // the batch may still fill cmd in: the caller must not read it
+	}
+	return cmd.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,12 +32,19 @@ func client(t *testing.T) (redis.UniversalClient, string) {
 
 func layer(t *testing.T) *redisfast.Layer {
 	t.Helper()
+	_, l := clientLayer(t)
+	return l
+}
+
+// clientLayer is a layer on client(t), with that client to look behind it.
+func clientLayer(t *testing.T) (redis.UniversalClient, *redisfast.Layer) {
+	t.Helper()
 	rdb, prefix := client(t)
 	l, err := redisfast.New(rdb, 5*time.Second, redisfast.WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l
+	return rdb, l
 }
 
 func key() string {
@@ -68,7 +76,7 @@ func TestKeyPrefix(t *testing.T) {
 	l := layer(t)
 	ctx := context.Background()
 	k := key()
-	if _, err := l.Claim(ctx, k, "o", 0, "ph", time.Minute); err != nil {
+	if err := l.Publish(ctx, driver.Record{Key: k, Status: driver.StatusSucceeded, Fence: 1, PayloadHash: "ph"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	rdb, err := redisfast.Dial(testenv.RedisURL(t), 0) // unguarded: it reads outside the prefix
@@ -115,6 +123,9 @@ func TestClaimVerdicts(t *testing.T) {
 	}{
 		{"first then other then same", []step{
 			{"a claims", claim("a", "ph", time.Minute), driver.FastFirst},
+			{"a FIRST registers nothing", claim("b", "ph", time.Minute), driver.FastFirst},
+			{"the store's answer is mirrored", publish(driver.Record{Status: driver.StatusRunning, Fence: 1, Attempt: 1,
+				LeaseOwner: "a", PayloadHash: "ph"}, time.Minute), "published"},
 			{"b sees a's live lease", claim("b", "ph", time.Minute), driver.FastRepeatOther},
 			{"a copy of a's try", claim("a", "ph", time.Minute), driver.FastRepeatOther},
 			{"a's retry", func(k string) (driver.FastAnswer, error) { return l.Claim(ctx, k, "a", 1, "ph", time.Minute) },
@@ -128,6 +139,8 @@ func TestClaimVerdicts(t *testing.T) {
 		}},
 		{"expired lease is stale, then the new claimant holds it", []step{
 			{"a claims briefly", claim("a", "ph", 30*time.Millisecond), driver.FastFirst},
+			{"the store's answer is mirrored", publish(driver.Record{Status: driver.StatusRunning, Fence: 1, Attempt: 1,
+				LeaseOwner: "a", PayloadHash: "ph"}, 30*time.Millisecond), "published"},
 			{"wait", sleep(60 * time.Millisecond), "slept"},
 			{"b may go to the store", claim("b", "ph", time.Minute), driver.FastStale},
 			{"c waits for b", claim("c", "ph", time.Minute), driver.FastRepeatOther},
@@ -137,6 +150,14 @@ func TestClaimVerdicts(t *testing.T) {
 			{"store committed", publish(driver.Record{Status: driver.StatusSucceeded, Fence: 1, Attempt: 1,
 				ResultRef: "oss://b/k", PayloadHash: "ph"}, 0), "published"},
 			{"duplicate", claim("b", "ph", time.Minute), driver.FastSucceeded},
+			{"another payload", claim("c", "other", time.Minute), driver.FastMismatch},
+			{"no payload hash", claim("d", "", time.Minute), driver.FastMismatch},
+		}},
+		{"a finished entry without a payload hash answers only a request without one", []step{
+			{"store committed without a hash", publish(driver.Record{Status: driver.StatusFailedFinal, Fence: 1,
+				LastErrorCode: "policy_rejected"}, 0), "published"},
+			{"a request naming a hash", claim("b", "ph", time.Minute), driver.FastMismatch},
+			{"a request without one", claim("c", "", time.Minute), driver.FastFailedFinal},
 		}},
 		{"retryable failure lets the next claimant try the store", []step{
 			{"publish retryable", publish(driver.Record{Status: driver.StatusFailedRetryable, Fence: 1, Attempt: 1,
@@ -212,31 +233,68 @@ func TestTerminalAnswerCarriesRecord(t *testing.T) {
 	}
 }
 
-func TestReleaseOnlyUnconfirmedOwnClaim(t *testing.T) {
-	l := layer(t)
+// A FIRST leaves no entry: the store has not confirmed it, so it would
+// answer no duplicate (the engine sends them to the store), and writing it
+// cost every first delivery Redis's time (issue #24).
+func TestAFirstRegistersNothing(t *testing.T) {
+	rdb, l := clientLayer(t)
 	ctx := context.Background()
+	k := key()
+	for _, owner := range []string{"a", "b"} {
+		ans, err := l.Claim(ctx, k, owner, 0, "ph", time.Minute)
+		if err != nil || ans.Verdict != driver.FastFirst {
+			t.Fatalf("claim by %s: %+v %v, want FIRST", owner, ans, err)
+		}
+		if n, err := rdb.Exists(ctx, l.Key(k)).Result(); err != nil || n != 0 {
+			t.Fatalf("after a FIRST by %s: EXISTS = %d, %v; want 0", owner, n, err)
+		}
+	}
+}
+
+// The claim script decides every entry itself, the ones Claim's read
+// answers too: the entry may change between the read and the script (a
+// duplicate meeting the holder's completion as it lands, a key that
+// expires), and the script then answers as the read would have.
+func TestTheScriptDecidesAlone(t *testing.T) {
+	rdb, l := clientLayer(t)
+	ctx := context.Background()
+	done := driver.Record{Status: driver.StatusSucceeded, Fence: 2, Attempt: 2, LeaseOwner: "a", PayloadHash: "ph",
+		ResultRef: "oss://b/k", LastErrorCode: "c", LastError: "m"}
 	cases := []struct {
-		name      string
-		setup     func(k string)
-		releaser  string
-		thenClaim driver.FastVerdict // what a fresh claimant sees afterwards
+		name  string
+		entry *driver.Record
+		ph    string
+		want  driver.FastAnswer
 	}{
-		{"own unconfirmed claim is dropped", func(k string) { _, _ = l.Claim(ctx, k, "a", 0, "ph", time.Minute) }, "a", driver.FastFirst},
-		{"another owner's claim stays", func(k string) { _, _ = l.Claim(ctx, k, "a", 0, "ph", time.Minute) }, "x", driver.FastRepeatOther},
-		{"a confirmed claim stays", func(k string) {
-			_ = l.Publish(ctx, driver.Record{Key: k, Status: driver.StatusRunning, Fence: 1, LeaseOwner: "a", PayloadHash: "ph"}, time.Minute)
-		}, "a", driver.FastRepeatOther},
+		{"no entry: FIRST, registering nothing", nil, "ph", driver.FastAnswer{Verdict: driver.FastFirst}},
+		{"a finished entry: its record, with the owner that completed it", &done, "ph",
+			driver.FastAnswer{Verdict: driver.FastSucceeded, Record: driver.Record{Status: driver.StatusSucceeded, Fence: 2,
+				Attempt: 2, LeaseOwner: "a", ResultRef: "oss://b/k", LastErrorCode: "c", LastError: "m"}}},
+		{"a finished entry of another payload", &done, "other", driver.FastAnswer{Verdict: driver.FastMismatch}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			k := key()
-			c.setup(k)
-			if err := l.Release(ctx, k, c.releaser); err != nil {
+			if c.entry != nil {
+				rec := *c.entry
+				rec.Key = k
+				if err := l.Publish(ctx, rec, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ans, err := redisfast.ClaimByScript(l, ctx, k, "b", 0, c.ph, time.Minute)
+			if err != nil {
 				t.Fatal(err)
 			}
-			ans, err := l.Claim(ctx, k, "fresh", 0, "ph", time.Minute)
-			if err != nil || ans.Verdict != c.thenClaim {
-				t.Fatalf("after release: %s %v, want %s", ans.Verdict, err, c.thenClaim)
+			if c.want.Record.Status != "" {
+				c.want.Record.Key = k
+			}
+			if fmt.Sprintf("%+v", ans) != fmt.Sprintf("%+v", c.want) {
+				t.Fatalf("answer %+v\nwant   %+v", ans, c.want)
+			}
+			n, err := rdb.Exists(ctx, l.Key(k)).Result()
+			if err != nil || (n == 1) != (c.entry != nil) {
+				t.Fatalf("EXISTS = %d, %v after the script", n, err)
 			}
 		})
 	}
@@ -252,7 +310,6 @@ func TestUnconfirmedUntilPublished(t *testing.T) {
 		prepare func(k string)
 		want    bool
 	}{
-		{"a FIRST claim", func(k string) { mustClaim(t, l, k, "a", time.Minute) }, true},
 		{"confirmed by a publish", func(k string) {
 			mustClaim(t, l, k, "a", time.Minute)
 			if err := l.Publish(ctx, driver.Record{Key: k, Status: driver.StatusRunning, Fence: 1, LeaseOwner: "a",

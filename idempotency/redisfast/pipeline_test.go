@@ -16,25 +16,109 @@ import (
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
-// batches counts the pipelines the client sends with more than one script
-// call: the autopipeliner's batches go through the pipeline hooks (as does
-// the handshake of a new connection, which holds none).
+// batches counts the pipelines the client sends with more than one call of
+// the layer (a script, or a claim's HMGET): the autopipeliner's batches go
+// through the pipeline hooks (as does the handshake of a new connection,
+// which holds none).
 type batches struct{ n atomic.Int64 }
 
 func (*batches) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (*batches) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (b *batches) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		scripts := 0
+		calls := 0
 		for _, c := range cmds {
-			if c.Name() == "evalsha" || c.Name() == "eval" {
-				scripts++
+			switch c.Name() {
+			case "evalsha", "eval", "hmget":
+				calls++
 			}
 		}
-		if scripts > 1 {
+		if calls > 1 {
 			b.n.Add(1)
 		}
 		return next(ctx, cmds)
+	}
+}
+
+// commands counts the layer's commands the client sends (scripts and
+// HMGET; not a new connection's handshake), by name, whether alone or in a
+// batch.
+type commands struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (*commands) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commands) count(cmds ...redis.Cmder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cmd := range cmds {
+		switch cmd.Name() {
+		case "evalsha", "eval", "hmget":
+			c.n[cmd.Name()]++
+		}
+	}
+}
+func (c *commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.count(cmd); return next(ctx, cmd) }
+}
+func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.count(cmds...); return next(ctx, cmds) }
+}
+
+func (c *commands) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+// The two claims almost every delivery makes — of a key Redis has no entry
+// for, and of a finished one — are one HMGET each and run no script (issue
+// #24: the claim script's Lua was most of Redis's time per claim); any
+// other entry is decided by the script.
+func TestCommonClaimsRunNoScript(t *testing.T) {
+	rdb, prefix := client(t)
+	seen := &commands{n: map[string]int{}}
+	rdb.AddHook(seen)
+	l, err := redisfast.New(rdb, 5*time.Second, redisfast.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	k := key()
+	publish := func(st driver.Status, left time.Duration) {
+		t.Helper()
+		if err := l.Publish(ctx, driver.Record{Key: k, Status: st, Fence: 1, Attempt: 1, LeaseOwner: "a", PayloadHash: "ph",
+			ResultRef: "ref"}, left); err != nil {
+			t.Fatal(err)
+		}
+		seen.take()
+	}
+	for _, c := range []struct {
+		name    string
+		before  func()
+		ph      string
+		verdict driver.FastVerdict
+		want    map[string]int
+	}{
+		{"no entry", func() {}, "ph", driver.FastFirst, map[string]int{"hmget": 1}},
+		{"another delivery's live lease", func() { publish(driver.StatusRunning, time.Minute) }, "ph", driver.FastRepeatOther,
+			map[string]int{"hmget": 1, "evalsha": 1}},
+		{"a finished entry", func() { publish(driver.StatusSucceeded, 0) }, "ph", driver.FastSucceeded, map[string]int{"hmget": 1}},
+		{"a finished entry of another payload", func() {}, "other", driver.FastMismatch, map[string]int{"hmget": 1, "evalsha": 1}},
+	} {
+		c.before()
+		ans, err := l.Claim(ctx, k, "b", 0, c.ph, time.Minute)
+		if err != nil || ans.Verdict != c.verdict {
+			t.Fatalf("%s: %+v %v, want %s", c.name, ans, err, c.verdict)
+		}
+		got := seen.take()
+		delete(got, "eval") // a script Redis did not know yet is sent again
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: commands %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 
