@@ -28,8 +28,7 @@ func (b *batches) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		calls := 0
 		for _, c := range cmds {
-			switch c.Name() {
-			case "evalsha", "eval", "hmget":
+			if layerCommand(c) {
 				calls++
 			}
 		}
@@ -38,6 +37,16 @@ func (b *batches) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// layerCommand: c is one the layer sends for a claim or a publish (a
+// script, or the claim's HMGET), not a new connection's handshake.
+func layerCommand(c redis.Cmder) bool {
+	switch c.Name() {
+	case "evalsha", "eval", "hmget":
+		return true
+	}
+	return false
 }
 
 // commands counts the layer's commands the client sends (scripts and
@@ -53,8 +62,7 @@ func (c *commands) count(cmds ...redis.Cmder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, cmd := range cmds {
-		switch cmd.Name() {
-		case "evalsha", "eval", "hmget":
+		if layerCommand(cmd) {
 			c.n[cmd.Name()]++
 		}
 	}
