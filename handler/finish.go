@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
@@ -331,7 +330,7 @@ func (p *Pipeline) unrecorded(ctx context.Context, f *idempotency.Finisher, caus
 func (p *Pipeline) takenOver(ctx context.Context, f *idempotency.Finisher) (carried bool, answer error) {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordReadTimeout)
 	defer cancel()
-	rec, err := p.Engine.Get(c, f.Key)
+	rec, now, err := p.Engine.GetNow(c, f.Key)
 	switch {
 	case err != nil:
 		return false, nil
@@ -339,8 +338,11 @@ func (p *Pipeline) takenOver(ctx context.Context, f *idempotency.Finisher) (carr
 		return true, idempotency.Final(rec.LastErrorCode, errors.New(rec.LastError))
 	}
 	// Any live lease on a pending finish is another holding's, a copy of
-	// this very try included: the store refused this one's fence.
-	return rec.Finish == driver.FinishDone || rec.Finish == driver.FinishPending && time.Now().Before(rec.LeaseUntil), nil
+	// this very try included: the store refused this one's fence. Live by
+	// the store's clock: were this process's clock ahead, a copy's live
+	// lease would look ended, and FC's next try of this request would take
+	// it over from the copy and post a second time.
+	return rec.Finish == driver.FinishDone || rec.Finish == driver.FinishPending && rec.LeaseUntil.After(now), nil
 }
 
 // publish writes approved/result.md from the output object ref names (read

@@ -47,8 +47,18 @@ type rig struct {
 }
 
 func newRig(t *testing.T, m *model, opts ...idempotency.Option) *rig {
+	return newRigBehind(t, 0, m, opts...)
+}
+
+// newRigBehind is newRig on an embedded store whose clock runs behind the
+// process's by behind: the function's clock ahead of the database's.
+func newRigBehind(t *testing.T, behind time.Duration, m *model, opts ...idempotency.Option) *rig {
 	dir := t.TempDir()
-	store, err := boltstore.Open(filepath.Join(dir, "state"), time.Second)
+	var now func() time.Time
+	if behind != 0 {
+		now = func() time.Time { return time.Now().Add(-behind) }
+	}
+	store, err := boltstore.Open(filepath.Join(dir, "state"), time.Second, boltstore.WithClock(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,6 +460,65 @@ func TestFinishFailureFencedOutAnswersTheRecord(t *testing.T) {
 				t.Fatalf("answer %+v, record %+v %v", o, rec, err)
 			}
 		})
+	}
+}
+
+// twoPostNotifier's first post waits for first, then panics (a holder whose
+// post outlived its lease); its second waits for second, then succeeds.
+type twoPostNotifier struct {
+	posts         atomic.Int32
+	entered       [2]chan struct{}
+	first, second chan struct{}
+}
+
+func (n *twoPostNotifier) Post(context.Context, string, string, string, []byte) error {
+	i := n.posts.Add(1) - 1
+	if i < 2 {
+		close(n.entered[i])
+	}
+	if i == 0 {
+		<-n.first
+		panic("notifier bug after its lease")
+	}
+	if i == 1 {
+		<-n.second
+	}
+	return nil
+}
+
+// A holder fenced out by a copy of its own try, which carries the finish
+// under a live lease, is acknowledged whatever the function's clock says:
+// here it runs ten seconds ahead of the store's, so the copy's lease ended
+// long ago by it. Answered retryable, FC's next try of the request would take
+// the live finish over from the copy (its own later try) and post again.
+func TestFencedOutHolderReadsTheLeaseOnTheStoresClock(t *testing.T) {
+	const lease = time.Second
+	rg := newRigBehind(t, 10*time.Second, &model{}, idempotency.WithLease(lease))
+	n := &twoPostNotifier{entered: [2]chan struct{}{make(chan struct{}), make(chan struct{})},
+		first: make(chan struct{}), second: make(chan struct{})}
+	rg.p.Notify = n
+	body := notifyEvent("fenced out by its copy")
+	holder, copied := make(chan handler.Reply, 1), make(chan handler.Reply, 1)
+	go func() { holder <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}) }()
+	<-n.entered[0]
+	time.Sleep(lease + 100*time.Millisecond) // the holder's finish lease ends on the store's clock
+	go func() { copied <- rg.p.Handle(context.Background(), body, handler.Meta{RequestID: "r1"}) }()
+	select { // the copy takes the finish over and posts under its live lease
+	case <-n.entered[1]:
+	case r := <-copied:
+		t.Fatalf("the copy answered without posting: %s", r.Body)
+	case <-time.After(time.Minute):
+		t.Fatal("the copy never posted")
+	}
+	close(n.first)
+	o := outcome(t, <-holder)
+	close(n.second)
+	c := outcome(t, <-copied)
+	if o.Retryable != nil && *o.Retryable || o.ErrorType != "" || o.Status != string(driver.StatusSucceeded) {
+		t.Fatalf("the fenced-out holder answered %+v: FC would retry it while its copy posts", o)
+	}
+	if c.ErrorType != "" || c.Status != string(driver.StatusSucceeded) || n.posts.Load() != 2 {
+		t.Fatalf("the copy answered %+v after %d posts", c, n.posts.Load())
 	}
 }
 

@@ -275,6 +275,28 @@ func (e *Engine) Get(ctx context.Context, key string) (driver.Record, error) {
 	return rec, storeErr("get", err)
 }
 
+// GetNow reads the durable record and the store's now at the read, for a
+// decision on the record's instants (LeaseUntil, UpdatedAt), which the
+// store set on its own clock: this process's may be ahead or behind the
+// database's. A store that is not a driver.NowReader answers this
+// process's wall clock.
+func (e *Engine) GetNow(ctx context.Context, key string) (rec driver.Record, now time.Time, err error) {
+	if err := checkKey(key); err != nil {
+		return driver.Record{}, now, err
+	}
+	if nr, ok := e.store.(driver.NowReader); ok {
+		rec, now, err = nr.GetNow(ctx, key)
+	} else {
+		rec, err = e.store.Get(ctx, key)
+		now = time.Now()
+	}
+	if err != nil {
+		return rec, now, storeErr("get", err)
+	}
+	codeFailedFinish(&rec)
+	return rec, now, nil
+}
+
 func (e *Engine) fastClaim(ctx context.Context, req ClaimRequest) (driver.FastAnswer, bool) {
 	var ans driver.FastAnswer
 	ok := e.fastDo(ctx, "claim", func(c context.Context) (err error) {

@@ -97,6 +97,10 @@ func TestFailedFinishWithoutCodeIsNamed(t *testing.T) {
 			rec, err := eng.Get(ctx, req.Key)
 			return rec.LastErrorCode, err
 		}},
+		{"get now", func() (string, error) {
+			rec, _, err := eng.GetNow(ctx, req.Key)
+			return rec.LastErrorCode, err
+		}},
 		{"claim finish", func() (string, error) {
 			res, _, err := eng.ClaimFinish(ctx, req.Key, "first", 1)
 			return res.Record.LastErrorCode, err

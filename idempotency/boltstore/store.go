@@ -32,14 +32,31 @@ type Store struct {
 	now func() time.Time
 }
 
-var _ driver.Store = (*Store)(nil)
+var (
+	_ driver.Store     = (*Store)(nil)
+	_ driver.NowReader = (*Store)(nil)
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes now the store's clock (default time.Now; nil keeps it), on which it
+// stamps and compares leases as a database does on its own: a test of a
+// process whose clock is not the store's.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
 
 // FileName is the database file inside STATE_DIR.
 const FileName = "idempotency.db"
 
 // Open opens (creating) dir/idempotency.db, waiting up to lockWait for another
 // process that holds it.
-func Open(dir string, lockWait time.Duration) (*Store, error) {
+func Open(dir string, lockWait time.Duration, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("boltstore: state dir: %w", err)
 	}
@@ -63,7 +80,11 @@ func Open(dir string, lockWait time.Duration) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("boltstore: init: %w", err)
 	}
-	return &Store{db: db, now: time.Now}, nil
+	s := &Store{db: db, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Close closes the file.
@@ -115,6 +136,12 @@ func (s *Store) Get(ctx context.Context, key string) (driver.Record, error) {
 		return err
 	})
 	return r, err
+}
+
+// GetNow reads one record and the store's now (driver.NowReader).
+func (s *Store) GetNow(ctx context.Context, key string) (driver.Record, time.Time, error) {
+	r, err := s.Get(ctx, key)
+	return r, s.now(), err
 }
 
 // Claim inserts or decides a takeover inside one write transaction. A claim

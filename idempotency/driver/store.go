@@ -350,3 +350,14 @@ func NewRecord(req ClaimRequest, now time.Time) Record {
 		LeaseOwner: req.Owner, LeaseTry: req.Try, LeaseUntil: now.Add(req.Lease), CreatedAt: now, UpdatedAt: now,
 	}
 }
+
+// NowReader is a Store that reads a record together with its own clock's
+// now, so that a caller can judge the record's instants (a lease still
+// running, a record's age) on the clock that set them (idempotency's
+// Engine.GetNow) rather than on its own, which may be ahead or behind.
+// mysqlstore and boltstore implement it; a store that does not leaves
+// those judgements to the function's clock. idemtest.Run checks that the
+// now answered agrees with the record's instants.
+type NowReader interface {
+	GetNow(ctx context.Context, key string) (Record, time.Time, error)
+}

@@ -332,3 +332,38 @@ func copysRetryWaits(t *testing.T, h Harness) {
 		t.Fatalf("record %s attempt %d finish %s", rec.Status, rec.Attempt, rec.Finish)
 	}
 }
+
+// getNow: GetNow answers the record with a now on the clock its instants
+// were set on (driver.NowReader; the wall clock for other stores): a
+// claim's lease and a pending finish's run from the write before it to at
+// most a lease after it, and end by it once they ran out.
+func getNow(t *testing.T, h Harness) {
+	ctx := context.Background()
+	const lease = 5 * time.Second
+	e := h.NewEngine(t, idempotency.WithLease(lease))
+	r := req(NewKey(), "owner")
+	r.FinishAfter = true
+	_, l := claim(t, e, r)
+	if l == nil {
+		t.Fatal("not claimed")
+	}
+	live := func(what string) {
+		t.Helper()
+		rec, now, err := e.GetNow(ctx, r.Key)
+		left := rec.LeaseUntil.Sub(now)
+		if err != nil || left <= 0 || left > lease || rec.UpdatedAt.After(now.Add(time.Millisecond)) {
+			t.Fatalf("%s: %s left of %s, updated %s after now, %v", what, left, lease, rec.UpdatedAt.Sub(now), err)
+		}
+	}
+	live("a claim")
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	live("a pending finish")
+	ended := req(NewKey(), "gone")
+	claim(t, e, short(ended))
+	time.Sleep(shortLease + 100*time.Millisecond)
+	if rec, now, err := e.GetNow(ctx, ended.Key); err != nil || rec.LeaseUntil.After(now) {
+		t.Fatalf("an ended lease: %s left, %v", rec.LeaseUntil.Sub(now), err)
+	}
+}

@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ACopysRetryWaitsForTheLiveHolder", func(t *testing.T) { copysRetryWaits(t, h) })
 	t.Run("RetryableFailureWaitsItsBackoff", func(t *testing.T) { retryBackoff(t, h) })
 	t.Run("FinishHoldIsFencedAndBounded", func(t *testing.T) { finishHold(t, h) })
+	t.Run("GetNowIsOnTheRecordsClock", func(t *testing.T) { getNow(t, h) })
 	t.Run("KeysAreOneRuleOnEveryStore", func(t *testing.T) { keyRule(t, h) })
 	t.Run("FailuresAreRecordedWhateverTheirText", func(t *testing.T) { failureText(t, h) })
 	t.Run("RecordTextIsOneRuleOnEveryStore", func(t *testing.T) { metaText(t, h) })

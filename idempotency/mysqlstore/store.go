@@ -40,7 +40,10 @@ type Store struct {
 	borrowed bool // the pool is the caller's (New): Close leaves it open
 }
 
-var _ driver.Store = (*Store)(nil)
+var (
+	_ driver.Store     = (*Store)(nil)
+	_ driver.NowReader = (*Store)(nil)
+)
 
 // Open connects with dsn (go-sql-driver format). It forces the settings the
 // store's correctness relies on: parseTime, UTC, session time_zone +00:00 so
@@ -163,6 +166,11 @@ const tombPrefix = "TOMB_"
 // Get reads one record.
 func (s *Store) Get(ctx context.Context, key string) (driver.Record, error) {
 	return scan(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM idempotency_record WHERE request_id = ?`, key))
+}
+
+// GetNow reads one record and the database's now (driver.NowReader).
+func (s *Store) GetNow(ctx context.Context, key string) (driver.Record, time.Time, error) {
+	return readNow(ctx, s.db, readNowSQL, key)
 }
 
 // Reads of a record with the database's clock, to decide on; lockedSQL
