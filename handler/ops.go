@@ -171,6 +171,10 @@ func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, ow
 		return failure(o, classifyResultErr("result store", err)), false
 	}
 	t, k, err := p.storedTask(ctx, rs, rec)
+	missing, age, aged := errors.Is(err, ossresult.ErrNotFound), time.Duration(0), false
+	if missing {
+		age, aged = p.age(ctx, rec)
+	}
 	switch class, _ := idempotency.Classify(err); {
 	case err == nil:
 		out := p.runKeyed(ctx, t, k, meta, owner)
@@ -185,10 +189,13 @@ func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, ow
 			return p.abandon(ctx, rs, rec, owner, idempotency.Final(out.ErrorType, errors.New(out.ErrorMessage))), false
 		}
 		return p.setAside(ctx, o, rec, readBackoff, cause), true
-	case errors.Is(err, ossresult.ErrNotFound) && time.Since(rec.UpdatedAt) < inputHorizon:
-		return p.setAside(ctx, o, rec, inputHorizon-time.Since(rec.UpdatedAt), idempotency.Retryable("input_missing",
-			fmt.Errorf("no input.json yet: left to FC's retry until %s", rec.UpdatedAt.Add(inputHorizon).Format(time.RFC3339)))), true
-	case errors.Is(err, ossresult.ErrNotFound):
+	case missing && !aged:
+		return p.setAside(ctx, o, rec, readBackoff, idempotency.Retryable("input_missing",
+			errors.New("no input.json, and the record's age unknown (its read failed, or it changed since listed): left for a later sweep"))), true
+	case missing && age < inputHorizon:
+		return p.setAside(ctx, o, rec, inputHorizon-age, idempotency.Retryable("input_missing",
+			fmt.Errorf("no input.json yet: left to FC's retry until %s", time.Now().Add(inputHorizon-age).Format(time.RFC3339)))), true
+	case missing:
 		return p.abandon(ctx, rs, rec, owner, idempotency.Final("input_missing",
 			errors.New("no input.json (the worker died before saving it): replay from the dead-letter queue"))), false
 	case class == idempotency.ClassFinal:
@@ -196,6 +203,22 @@ func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, ow
 	default:
 		return p.setAside(ctx, o, rec, readBackoff, err), true
 	}
+}
+
+// age is how long ago rec last changed, read again with the store's
+// clock, which stamped it (this process's may be ahead: a delivery FC
+// still retries would look past the input horizon and be given up FINAL).
+// aged is false when the store could not be read or another claim moved
+// the record on since it was listed: giving it up then could lose a live
+// delivery, so it waits for a later sweep.
+func (p *Pipeline) age(ctx context.Context, rec driver.Record) (age time.Duration, aged bool) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordReadTimeout)
+	defer cancel()
+	cur, now, err := p.Engine.GetNow(c, rec.Key)
+	if err != nil || cur.Fence != rec.Fence || cur.Status != rec.Status {
+		return 0, false
+	}
+	return now.Sub(cur.UpdatedAt), true
 }
 
 // setAside defers rec for d and answers why.

@@ -144,6 +144,20 @@ func TestNotifyIntentSurvivesAFailedWriteAfterTheSweeperCompletes(t *testing.T) 
 	})
 }
 
+// diesBeforeItsInput claims data's key as FC request r1's first try does
+// and dies before saving input.json; it returns once the claim's lease
+// (rg's, 200 ms) has ended.
+func diesBeforeItsInput(t *testing.T, rg *rig, data map[string]any) keys.Derived {
+	t.Helper()
+	d := derive(t, data)
+	if _, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
+		Owner: "r1", Try: 0}); err != nil || l == nil {
+		t.Fatalf("claim: %v", err)
+	} // … and the process dies here.
+	time.Sleep(250 * time.Millisecond)
+	return d
+}
+
 // Case 2: a delivery claims and dies before saving input.json; the sweeper
 // finds the expired claim before FC's retry (which, for a hung instance,
 // comes after the function timeout). It must leave the key to that retry.
@@ -151,12 +165,7 @@ func TestSweeperLeavesACrashedDeliveryToFCsRetry(t *testing.T) {
 	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(200*time.Millisecond))
 		data := summarizeData("crashed before its input")
-		d := derive(t, data)
-		if _, l, err := rg.p.Engine.Claim(context.Background(), idempotency.ClaimRequest{Key: d.Key, PayloadHash: d.PayloadHash,
-			Owner: "r1", Try: 0}); err != nil || l == nil {
-			t.Fatalf("claim: %v", err)
-		} // … and the process dies here.
-		time.Sleep(250 * time.Millisecond)
+		d := diesBeforeItsInput(t, rg, data)
 		rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +181,22 @@ func TestSweeperLeavesACrashedDeliveryToFCsRetry(t *testing.T) {
 			t.Fatalf("FC's retry: %+v", o)
 		}
 	})
+}
+
+// The input horizon is measured on the store's clock, which stamped the
+// record: with the sweeper's clock two hours ahead of it, a delivery that
+// died before saving its input a moment ago is still left to FC's retry,
+// not given up FINAL as if it were two hours old.
+func TestSweeperReadsTheInputHorizonOnTheStoresClock(t *testing.T) {
+	rg := newRigBehind(t, 2*time.Hour, &model{}, idempotency.WithLease(200*time.Millisecond))
+	d := diesBeforeItsInput(t, rg, summarizeData("crashed before its input, clocks apart"))
+	rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := rg.store.Get(context.Background(), d.Key); rec.Status == driver.StatusFailedFinal || rep.Deferred != 1 {
+		t.Fatalf("record %s %s, report %+v: want it set aside for FC's retry", rec.Status, rec.LastErrorCode, rep)
+	}
 }
 
 // Case 3: A (explicit key order-42) fails FINAL; B reuses the key with
