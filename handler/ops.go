@@ -230,7 +230,8 @@ func (p *Pipeline) setAside(ctx context.Context, o Outcome, rec driver.Record, d
 	return failure(o, why)
 }
 
-// abandon takes rec over and records cause FAILED_FINAL. Its claim is a
+// abandon takes rec over and records cause FAILED_FINAL (for input_missing
+// only once input.json is read again and known missing). Its claim is a
 // salvage lease whatever the budget (MaxAttempts 1): giving a key up runs
 // nothing, so it takes no attempt from it.
 func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec driver.Record, owner string, cause error) Outcome {
@@ -246,12 +247,16 @@ func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec driver.Recor
 	if _, code := idempotency.Classify(cause); code == "input_missing" {
 		// Between the listing and the claim, a retry may have saved the input:
 		// leave the key retryable as it was (Lease.Fail would make it final
-		// on this lease's budget of one).
+		// on this lease's budget of one). So too when the object store does
+		// not answer: only an input known missing is given up.
 		if key, kerr := ossresult.InputKey(rec.Key); kerr == nil {
-			if _, _, gerr := rs.Get(ctx, key); gerr == nil {
-				_ = p.Engine.Store().Fail(context.WithoutCancel(ctx), rec.Key, l.Fence, driver.Failure{Code: "input_appeared",
-					Message: "input.json appeared; the next sweep re-drives it"})
-				return failure(o, idempotency.Retryable("input_appeared", errors.New("input.json appeared")))
+			if _, _, gerr := rs.Get(ctx, key); !errors.Is(gerr, ossresult.ErrNotFound) {
+				f := driver.Failure{Code: "input_appeared", Message: "input.json appeared; the next sweep re-drives it"}
+				if gerr != nil {
+					f = driver.Failure{Code: "input_unread", Message: "input.json could not be read again: left to FC's retries for another hour"}
+				}
+				_ = p.Engine.Store().Fail(context.WithoutCancel(ctx), rec.Key, l.Fence, f)
+				return failure(o, idempotency.Retryable(f.Code, errors.New(f.Message)))
 			}
 		}
 	}

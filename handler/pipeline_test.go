@@ -47,17 +47,13 @@ type rig struct {
 }
 
 func newRig(t *testing.T, m *model, opts ...idempotency.Option) *rig {
-	return newRigBehind(t, 0, m, opts...)
+	return newRigClock(t, nil, m, opts...)
 }
 
-// newRigBehind is newRig on an embedded store whose clock runs behind the
-// process's by behind: the function's clock ahead of the database's.
-func newRigBehind(t *testing.T, behind time.Duration, m *model, opts ...idempotency.Option) *rig {
+// newRigClock is newRig on an embedded store whose clock is now (nil:
+// time.Now), the database's clock apart from the function's.
+func newRigClock(t *testing.T, now func() time.Time, m *model, opts ...idempotency.Option) *rig {
 	dir := t.TempDir()
-	var now func() time.Time
-	if behind != 0 {
-		now = func() time.Time { return time.Now().Add(-behind) }
-	}
 	store, err := boltstore.Open(filepath.Join(dir, "state"), time.Second, boltstore.WithClock(now))
 	if err != nil {
 		t.Fatal(err)
@@ -463,6 +459,10 @@ func TestFinishFailureFencedOutAnswersTheRecord(t *testing.T) {
 	}
 }
 
+// behind is a clock d behind the process's: the function's clock ahead of
+// the database's.
+func behind(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(-d) } }
+
 // twoPostNotifier's first post waits for first, then panics (a holder whose
 // post outlived its lease); its second waits for second, then succeeds.
 type twoPostNotifier struct {
@@ -493,7 +493,7 @@ func (n *twoPostNotifier) Post(context.Context, string, string, string, []byte) 
 // the live finish over from the copy (its own later try) and post again.
 func TestFencedOutHolderReadsTheLeaseOnTheStoresClock(t *testing.T) {
 	const lease = time.Second
-	rg := newRigBehind(t, 10*time.Second, &model{}, idempotency.WithLease(lease))
+	rg := newRigClock(t, behind(10*time.Second), &model{}, idempotency.WithLease(lease))
 	n := &twoPostNotifier{entered: [2]chan struct{}{make(chan struct{}), make(chan struct{})},
 		first: make(chan struct{}), second: make(chan struct{})}
 	rg.p.Notify = n

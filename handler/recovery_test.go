@@ -188,7 +188,7 @@ func TestSweeperLeavesACrashedDeliveryToFCsRetry(t *testing.T) {
 // died before saving its input a moment ago is still left to FC's retry,
 // not given up FINAL as if it were two hours old.
 func TestSweeperReadsTheInputHorizonOnTheStoresClock(t *testing.T) {
-	rg := newRigBehind(t, 2*time.Hour, &model{}, idempotency.WithLease(200*time.Millisecond))
+	rg := newRigClock(t, behind(2*time.Hour), &model{}, idempotency.WithLease(200*time.Millisecond))
 	d := diesBeforeItsInput(t, rg, summarizeData("crashed before its input, clocks apart"))
 	rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
 	if err != nil {
@@ -196,6 +196,40 @@ func TestSweeperReadsTheInputHorizonOnTheStoresClock(t *testing.T) {
 	}
 	if rec, _ := rg.store.Get(context.Background(), d.Key); rec.Status == driver.StatusFailedFinal || rep.Deferred != 1 {
 		t.Fatalf("record %s %s, report %+v: want it set aside for FC's retry", rec.Status, rec.LastErrorCode, rep)
+	}
+}
+
+// unreadInput answers input.json not found the first time it is read, and
+// an object store that does not answer after that.
+type unreadInput struct {
+	handler.ResultStore
+	reads atomic.Int32
+}
+
+func (u *unreadInput) Get(ctx context.Context, key string) ([]byte, ossresult.Meta, error) {
+	if strings.HasSuffix(key, "/input.json") && u.reads.Add(1) > 1 {
+		return nil, ossresult.Meta{}, idempotency.Retryable("temporary_unavailable", errors.New("oss 503"))
+	}
+	return u.ResultStore.Get(ctx, key)
+}
+
+// A record past the input horizon is given up only when its input is known
+// missing: if the object store does not answer the check made after the
+// takeover, the record stays retryable and a later sweep decides.
+func TestSweeperGivesUpOnlyAnInputKnownMissing(t *testing.T) {
+	var ahead atomic.Int64
+	rg := newRigClock(t, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }, &model{},
+		idempotency.WithLease(200*time.Millisecond))
+	base, _ := rg.p.Results(context.Background(), handler.Credentials{})
+	rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) { return &unreadInput{ResultStore: base}, nil }
+	d := diesBeforeItsInput(t, rg, summarizeData("its input unread"))
+	ahead.Store(int64(2 * time.Hour)) // the store's clock: two hours on, past the input horizon
+	rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := rg.store.Get(context.Background(), d.Key); rec.Status != driver.StatusFailedRetryable || rec.LastErrorCode != "input_unread" {
+		t.Fatalf("record %s %s, report %+v: want it left retryable", rec.Status, rec.LastErrorCode, rep)
 	}
 }
 
