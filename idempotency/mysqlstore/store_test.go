@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgate/idemgate/idempotency"
 
@@ -137,4 +140,38 @@ func TestForgetMySQL(t *testing.T) {
 	s := testenv.FreshMySQLStore(t)
 	t.Run("Store", func(t *testing.T) { idemtest.RunForget(t, idemtest.StoreOnly(s)) })
 	t.Run("Redis", func(t *testing.T) { idemtest.RunForget(t, redistest.Harness(t, s)) })
+}
+
+// GetNow answers the database's clock, not the process's: with the
+// session's clock set an hour back (SET timestamp, through the DSN), a
+// lease taken a moment ago still runs by the now it answers, and would
+// have ended an hour ago by the process's.
+func TestGetNowIsTheDatabasesClock(t *testing.T) {
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["timestamp"] = fmt.Sprintf("%d.%03d", past.Unix(), past.Nanosecond()/1e6)
+	s, err := mysqlstore.Open(cfg.FormatDSN(), mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	eng := idempotency.New(s, idempotency.WithLease(5*time.Second))
+	key := idemtest.NewKey()
+	if _, l, err := eng.Claim(ctx, idempotency.ClaimRequest{Key: key, Owner: "o", PayloadHash: "ph"}); err != nil || l == nil {
+		t.Fatalf("claim: %v", err)
+	}
+	rec, now, err := eng.GetNow(ctx, key)
+	if err != nil || now.Sub(past).Abs() > time.Minute || !rec.LeaseUntil.After(now) {
+		t.Fatalf("now %s (the session's clock %s), lease until %s, %v", now, past, rec.LeaseUntil, err)
+	}
 }
