@@ -284,17 +284,20 @@ func (e *Engine) GetNow(ctx context.Context, key string) (rec driver.Record, now
 	if err := checkKey(key); err != nil {
 		return driver.Record{}, now, err
 	}
-	if nr, ok := e.store.(driver.NowReader); ok {
-		rec, now, err = nr.GetNow(ctx, key)
-	} else {
-		rec, err = e.store.Get(ctx, key)
-		now = time.Now()
-	}
-	if err != nil {
+	if rec, now, err = e.readNow(ctx, key); err != nil {
 		return rec, now, storeErr("get", err)
 	}
 	codeFailedFinish(&rec)
 	return rec, now, nil
+}
+
+// readNow is the store's GetNow, or Get and this process's wall clock.
+func (e *Engine) readNow(ctx context.Context, key string) (driver.Record, time.Time, error) {
+	if nr, ok := e.store.(driver.NowReader); ok {
+		return nr.GetNow(ctx, key)
+	}
+	rec, err := e.store.Get(ctx, key)
+	return rec, time.Now(), err
 }
 
 func (e *Engine) fastClaim(ctx context.Context, req ClaimRequest) (driver.FastAnswer, bool) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/idemgate/idemgate/idempotency/driver"
 )
@@ -77,7 +76,7 @@ func (e *Engine) forgetNow(ctx context.Context, key string) {
 // reset record in the fast layer first; rp then expects the fence it read.
 // changes: the reset will change the record (its fence, or a failed finish).
 func (e *Engine) fenceAhead(ctx context.Context, key string, rp *driver.Replay) (changes bool, err error) {
-	rec, err := e.store.Get(ctx, key)
+	rec, now, err := e.readNow(ctx, key) // the lease judged on the store's clock, as its Reset will
 	switch {
 	case errors.Is(err, driver.ErrNotFound): // nothing to fence; the audit row records the replay
 		return false, nil
@@ -85,7 +84,7 @@ func (e *Engine) fenceAhead(ctx context.Context, key string, rp *driver.Replay) 
 		return false, storeErr("reset", err)
 	}
 	next := rec
-	kind, err := driver.ApplyReset(&next, *rp, time.Now())
+	kind, err := driver.ApplyReset(&next, *rp, now)
 	if err != nil {
 		return false, err
 	}
