@@ -34,3 +34,55 @@ func TestResetJudgesTheLeaseOnTheStoresClock(t *testing.T) {
 		t.Fatalf("reset: %s, %v", after.Status, err)
 	}
 }
+
+// A duplicate waiting for an owner (WithWaitInFlight) judges the owner's
+// lease on the store's clock: with this process's clock ahead of the
+// store's it would stop waiting at its first poll and answer in progress
+// while the owner still runs; behind, it would wait out its whole wait
+// for a dead owner whose lease the store has already ended.
+func TestWaitInFlightJudgesTheLeaseOnTheStoresClock(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		storeSkew time.Duration // the store's clock less this process's
+		noNow     bool          // the store reads no clock (no driver.NowReader): the wait judges on this process's
+		ownerDies bool
+		want      idempotency.Decision
+	}{
+		{"process ahead: waits for the live owner's result", -10 * time.Minute, false, false, idempotency.DecisionRepeatDone},
+		{"process behind: takes a dead owner's ended lease over", 10 * time.Minute, false, true, idempotency.DecisionTakeover},
+		// The lease looks ended here, and the store answers in progress: the
+		// wait goes on rather than ending in the answer it waited to avoid.
+		{"no store clock, process ahead: waits on after the store's in-progress answer", -10 * time.Minute, true, false, idempotency.DecisionRepeatDone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, err := boltstore.Open(t.TempDir(), time.Second,
+				boltstore.WithClock(func() time.Time { return time.Now().Add(tc.storeSkew) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			var s driver.Store = store
+			if tc.noNow {
+				s = struct{ driver.Store }{store}
+			}
+			eng := idempotency.New(s, idempotency.WithWaitInFlight(3*time.Second))
+			ctx := context.Background()
+			req := idempotency.ClaimRequest{Key: idemtest.NewKey(), Owner: "owner", PayloadHash: "ph", Lease: 300 * time.Millisecond}
+			_, l, err := eng.Claim(ctx, req)
+			if err != nil || l == nil {
+				t.Fatalf("claim: %v", err)
+			}
+			if !tc.ownerDies {
+				go func() {
+					time.Sleep(300 * time.Millisecond)
+					_ = l.Complete(ctx, "the owner's")
+				}()
+			}
+			req.Owner = "waiter"
+			out, err := eng.Do(ctx, req, func(context.Context, *idempotency.Lease) (string, error) { return "the waiter's", nil })
+			if err != nil || out.Decision != tc.want {
+				t.Fatalf("the waiter was answered %s (%v), want %s", out.Decision, err, tc.want)
+			}
+		})
+	}
+}

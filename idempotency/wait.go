@@ -25,7 +25,10 @@ const (
 )
 
 // waitInFlight polls key until its record leaves the in-progress state it
-// was found in, or the wait ends; then it answers as a claim would.
+// was found in, or the wait ends; then it answers as a claim would. The
+// owner's lease is judged on the store's clock (Engine.readNow), which
+// stamped it: on the function's, a clock behind the database's would end
+// the wait at once and one ahead would wait out a dead owner's lease.
 func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.ClaimResult) (driver.ClaimResult, *Lease, error) {
 	end := e.now().Add(e.o.waitInFlight)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
@@ -36,10 +39,9 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.
 		if pause <= 0 || !sleep.For(ctx, pause) {
 			return res, nil, nil
 		}
-		rec, err := e.store.Get(ctx, req.Key)
+		rec, now, err := e.readNow(ctx, req.Key)
 		switch {
 		case errors.Is(err, driver.ErrNotFound): // the claimant never reached the store: claim
-			return e.Claim(ctx, req)
 		case err != nil:
 			return res, nil, nil // answer in progress, as without the wait
 		case rec.Status.Terminal():
@@ -49,12 +51,16 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.
 			}
 			e.publish(ctx, rec, 0)
 			return driver.ClaimResult{Decision: d, Record: rec, Source: "wait"}, nil, nil
-		case rec.Status != driver.StatusRunning || !time.Now().Before(rec.LeaseUntil.Add(-clockSlack)): // the store's instant: the wall clock (WithClock)
-			return e.Claim(ctx, req) // failed, reset, or the owner's lease ran out: the store decides
+		case rec.Status == driver.StatusRunning && now.Before(rec.LeaseUntil):
+			continue // the owner's lease is live
 		}
+		// Failed, reset, gone, or the owner's lease ran out: the store
+		// decides. Another owner's live lease again (a takeover won by a
+		// third caller) is waited for like the first.
+		r, l, err := e.Claim(ctx, req)
+		if err != nil || l != nil || r.Decision != DecisionRepeatOther {
+			return r, l, err
+		}
+		res = r
 	}
 }
-
-// clockSlack: a lease that ends within this by the local clock is left to
-// the store to judge on its own clock.
-const clockSlack = 50 * time.Millisecond
