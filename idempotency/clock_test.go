@@ -2,6 +2,8 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,12 +17,7 @@ import (
 // the store's own Reset does: with this process's clock ten minutes behind
 // the store's, a claim whose lease ended is reset, not refused as live.
 func TestResetJudgesTheLeaseOnTheStoresClock(t *testing.T) {
-	store, err := boltstore.Open(t.TempDir(), time.Second,
-		boltstore.WithClock(func() time.Time { return time.Now().Add(10 * time.Minute) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openBolt(t, boltstore.WithClock(func() time.Time { return time.Now().Add(10 * time.Minute) }))
 	eng := idempotency.New(store)
 	ctx := context.Background()
 	key := idemtest.NewKey()
@@ -36,53 +33,78 @@ func TestResetJudgesTheLeaseOnTheStoresClock(t *testing.T) {
 }
 
 // A duplicate waiting for an owner (WithWaitInFlight) judges the owner's
-// lease on the store's clock: with this process's clock ahead of the
-// store's it would stop waiting at its first poll and answer in progress
-// while the owner still runs; behind, it would wait out its whole wait
-// for a dead owner whose lease the store has already ended.
+// lease on the store's clock. With this process's clock ahead of the
+// store's, the lease looks ended at every poll and each poll claims (and,
+// were an in-progress answer to end the wait, the wait would end at its
+// first poll); behind, it would wait out its whole wait for a dead owner
+// whose lease the store has already ended.
 func TestWaitInFlightJudgesTheLeaseOnTheStoresClock(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		storeSkew time.Duration // the store's clock less this process's
 		noNow     bool          // the store reads no clock (no driver.NowReader): the wait judges on this process's
-		ownerDies bool
+		lease     time.Duration
+		owner     string // after 300 ms the owner completes, fails retryably, or has died
 		want      idempotency.Decision
+		claims    int // the store's claims: the owner's, the waiter's own, then one per poll that saw the lease ended
 	}{
-		{"process ahead: waits for the live owner's result", -10 * time.Minute, false, false, idempotency.DecisionRepeatDone},
-		{"process behind: takes a dead owner's ended lease over", 10 * time.Minute, false, true, idempotency.DecisionTakeover},
+		{"process ahead: polls the live owner's record, not claims", -10 * time.Minute, false, 2 * time.Second, "completes",
+			idempotency.DecisionRepeatDone, 2},
+		{"process behind: takes a dead owner's ended lease over", 10 * time.Minute, false, 300 * time.Millisecond, "dies",
+			idempotency.DecisionTakeover, 0},
 		// The lease looks ended here, and the store answers in progress: the
 		// wait goes on rather than ending in the answer it waited to avoid.
-		{"no store clock, process ahead: waits on after the store's in-progress answer", -10 * time.Minute, true, false, idempotency.DecisionRepeatDone},
+		{"no store clock, process ahead: waits on after the store's in-progress answer", -10 * time.Minute, true,
+			2 * time.Second, "completes", idempotency.DecisionRepeatDone, 0},
+		// A retryable failure's back-off (1 s) is answered retry_later at the
+		// first poll after it, not waited out and taken over: its retry is its
+		// own request's, and a copy must not spend the attempt budget.
+		{"a retryable failure's back-off is answered, not waited out", 0, false, 2 * time.Second, "fails",
+			idempotency.DecisionRepeatOther, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, err := boltstore.Open(t.TempDir(), time.Second,
-				boltstore.WithClock(func() time.Time { return time.Now().Add(tc.storeSkew) }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
-			var s driver.Store = store
+			store := openBolt(t, boltstore.WithClock(func() time.Time { return time.Now().Add(tc.storeSkew) }))
+			counted := &countingStore{Store: store}
+			var s driver.Store = counted
 			if tc.noNow {
-				s = struct{ driver.Store }{store}
+				s = struct{ driver.Store }{counted}
 			}
-			eng := idempotency.New(s, idempotency.WithWaitInFlight(3*time.Second))
+			eng := idempotency.New(s, idempotency.WithWaitInFlight(5*time.Second))
 			ctx := context.Background()
-			req := idempotency.ClaimRequest{Key: idemtest.NewKey(), Owner: "owner", PayloadHash: "ph", Lease: 300 * time.Millisecond}
+			req := idempotency.ClaimRequest{Key: idemtest.NewKey(), Owner: "owner", PayloadHash: "ph", Lease: tc.lease}
 			_, l, err := eng.Claim(ctx, req)
 			if err != nil || l == nil {
 				t.Fatalf("claim: %v", err)
 			}
-			if !tc.ownerDies {
-				go func() {
-					time.Sleep(300 * time.Millisecond)
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				switch tc.owner {
+				case "completes":
 					_ = l.Complete(ctx, "the owner's")
-				}()
-			}
+				case "fails":
+					_, _ = l.Fail(ctx, idempotency.Retryable("upstream_timeout", errors.New("the model timed out")))
+				}
+			}()
 			req.Owner = "waiter"
 			out, err := eng.Do(ctx, req, func(context.Context, *idempotency.Lease) (string, error) { return "the waiter's", nil })
-			if err != nil || out.Decision != tc.want {
+			if wantErr := tc.owner == "fails"; out.Decision != tc.want || (err != nil) != wantErr ||
+				wantErr && !errors.Is(err, idempotency.ErrRetryLater) {
 				t.Fatalf("the waiter was answered %s (%v), want %s", out.Decision, err, tc.want)
+			}
+			if n := int(counted.claims.Load()); tc.claims > 0 && n != tc.claims {
+				t.Fatalf("the store was claimed %d times, want %d: a poll claimed a lease live on the store's clock", n, tc.claims)
 			}
 		})
 	}
+}
+
+// countingStore counts the store's claims; it keeps the store's GetNow.
+type countingStore struct {
+	*boltstore.Store
+	claims atomic.Int32
+}
+
+func (c *countingStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, req)
 }

@@ -113,8 +113,9 @@ func WithRetryBackoff(base time.Duration) Option {
 // simulation checks the deadline on its own clock), one behind real time
 // ends them early. Instants the store recorded (a record's lease_until,
 // retry_after) are the store's: the store decides on its own clock, and the
-// engine's guesses at its decisions (a replay's pre-check, WithWaitInFlight's
-// poll) read the wall clock, not this one. For simulations
+// engine's guesses at its decisions (a reset's pre-check, WithWaitInFlight's
+// poll) read the store's now with the record (driver.NowReader; the wall
+// clock for a store without one), not this clock. For simulations
 // (handler/explore moves it with the stores' clock).
 func WithClock(now func() time.Time) Option {
 	return func(o *options) {

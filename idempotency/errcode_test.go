@@ -2,15 +2,12 @@ package idempotency_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/idemgate/idemgate/idempotency"
-	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/idemtest"
 )
@@ -18,11 +15,7 @@ import (
 // A classified failure says its code once: in the error Do returns, in the
 // record (the code is stored apart) and in what a duplicate gets back.
 func TestErrorCodeSaidOnce(t *testing.T) {
-	store, err := boltstore.Open(t.TempDir(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openBolt(t)
 	eng := idempotency.New(store, idempotency.WithMaxAttempts(1))
 	tests := []struct {
 		name  string
@@ -58,14 +51,10 @@ func TestErrorCodeSaidOnce(t *testing.T) {
 
 // A finish recorded FAILED without a code (migration 005 marked those of an
 // earlier version so) is named finish_failed by every read that answers a
-// delivery — the claim, the finish claim and Get (which the handler's
-// takenOver reads) — never "unknown".
+// delivery — the claim, the finish claim, Get (which the handler's
+// takenOver reads) and a waiting duplicate's poll — never "unknown".
 func TestFailedFinishWithoutCodeIsNamed(t *testing.T) {
-	store, err := boltstore.Open(t.TempDir(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openBolt(t)
 	eng := idempotency.New(store)
 	ctx := context.Background()
 	req := idempotency.ClaimRequest{Key: idemtest.NewKey(), PayloadHash: "ph", Owner: "first", FinishAfter: true}
@@ -73,20 +62,15 @@ func TestFailedFinishWithoutCodeIsNamed(t *testing.T) {
 	if _, err := eng.Do(ctx, req, done); err != nil {
 		t.Fatal(err)
 	}
-	err = store.DB().Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("idempotency_record"))
-		var r driver.Record
-		if err := json.Unmarshal(b.Get([]byte(req.Key)), &r); err != nil {
-			return err
-		}
-		r.Finish, r.LastErrorCode, r.LastError = driver.FinishFailed, "", ""
-		v, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(req.Key), v)
-	})
-	if err != nil {
+	// failWithoutCode rewrites key's record as a finished one whose finish
+	// failed without a code, as migration 005 left them.
+	failWithoutCode := func(key string) error {
+		return rewrite(store, key, func(r *driver.Record) {
+			r.Status, r.ResultRef = driver.StatusSucceeded, "ref"
+			r.Finish, r.LastErrorCode, r.LastError = driver.FinishFailed, "", ""
+		})
+	}
+	if err := failWithoutCode(req.Key); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -107,6 +91,21 @@ func TestFailedFinishWithoutCodeIsNamed(t *testing.T) {
 		}},
 		{"duplicate", func() (string, error) {
 			_, err := eng.Do(ctx, idempotency.ClaimRequest{Key: req.Key, PayloadHash: "ph", Owner: "second"}, done)
+			_, code := idempotency.Classify(err)
+			return code, nil
+		}},
+		{"duplicate that waited (WithWaitInFlight)", func() (string, error) {
+			waiting := idempotency.New(store, idempotency.WithWaitInFlight(5*time.Second))
+			key := idemtest.NewKey()
+			if _, l, err := waiting.Claim(ctx, idempotency.ClaimRequest{Key: key, PayloadHash: "ph", Owner: "first",
+				Lease: 5 * time.Second}); err != nil || l == nil {
+				return "", fmt.Errorf("claim: %v", err)
+			}
+			go func() {
+				time.Sleep(100 * time.Millisecond) // the waiter meets the live lease first
+				_ = failWithoutCode(key)
+			}()
+			_, err := waiting.Do(ctx, idempotency.ClaimRequest{Key: key, PayloadHash: "ph", Owner: "second"}, done)
 			_, code := idempotency.Classify(err)
 			return code, nil
 		}},

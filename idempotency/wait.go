@@ -27,8 +27,8 @@ const (
 // waitInFlight polls key until its record leaves the in-progress state it
 // was found in, or the wait ends; then it answers as a claim would. The
 // owner's lease is judged on the store's clock (Engine.readNow), which
-// stamped it: on the function's, a clock behind the database's would end
-// the wait at once and one ahead would wait out a dead owner's lease.
+// stamped it: on the function's, a clock ahead of the database's would end
+// the wait at once and one behind would wait out a dead owner's lease.
 func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.ClaimResult) (driver.ClaimResult, *Lease, error) {
 	end := e.now().Add(e.o.waitInFlight)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
@@ -40,8 +40,10 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.
 			return res, nil, nil
 		}
 		rec, now, err := e.readNow(ctx, req.Key)
+		codeFailedFinish(&rec)
 		switch {
 		case errors.Is(err, driver.ErrNotFound): // the claimant never reached the store: claim
+		case errors.Is(err, driver.ErrMalformedTombstone): // the claim answers its FINAL error
 		case err != nil:
 			return res, nil, nil // answer in progress, as without the wait
 		case rec.Status.Terminal():
@@ -56,9 +58,11 @@ func (e *Engine) waitInFlight(ctx context.Context, req ClaimRequest, res driver.
 		}
 		// Failed, reset, gone, or the owner's lease ran out: the store
 		// decides. Another owner's live lease again (a takeover won by a
-		// third caller) is waited for like the first.
+		// third caller, or a lease this read saw ended and the store did
+		// not) is waited for like the first; a retryable failure's back-off
+		// is answered, not waited out: its retry belongs to its own request.
 		r, l, err := e.Claim(ctx, req)
-		if err != nil || l != nil || r.Decision != DecisionRepeatOther {
+		if err != nil || l != nil || r.Decision != DecisionRepeatOther || r.Record.Status != driver.StatusRunning {
 			return r, l, err
 		}
 		res = r
