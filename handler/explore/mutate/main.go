@@ -9,6 +9,7 @@
 //	file: path/relative/to/repo/root.go
 //	why: one line saying which guard this removes
 //	test: ./package TestName|TestOther[/Subtest]   (optional: see below)
+//	scenario: name   (optional: an enumerated scenario that kills it, run first)
 //	--- old
 //	<exact text that occurs exactly once in the file>
 //	--- new
@@ -25,6 +26,14 @@
 // that must kill it; they run with the
 // mutant compiled in (`go test -overlay -run`), and it is killed when one
 // fails. The kill table says which judged each mutant.
+//
+// A mutant the explorer judges may name, on a scenario: line, the
+// enumerated scenario (TestEnumerate's -enum) that kills it: that scenario
+// alone runs first, with the same flags, and a violation there kills the
+// mutant at once; anything else (no violation, a failure) falls back to the
+// whole run, so a wrong or stale name only costs its few seconds. The few
+// mutants only a scenario reaches otherwise wait for its turn behind every
+// seed (minutes each: most of the run).
 //
 // It prints a kill table (mutant, killed or survived, the seed and store
 // configuration that killed it, seconds) and exits 1 if any mutant survived
@@ -56,6 +65,7 @@ import (
 type mutant struct {
 	name, file, why, old, new string
 	testPkg, testRun          string // a test: line (input-edge mutants), else the explorer judges
+	scenario                  string // a scenario: line: the enumerated scenario run first
 }
 
 // result is one mutant's row of the kill table.
@@ -239,6 +249,8 @@ func parse(name, s string) (mutant, error) {
 			m.file = strings.TrimSpace(v)
 		case "why":
 			m.why = strings.TrimSpace(v)
+		case "scenario":
+			m.scenario = strings.TrimSpace(v)
 		case "test":
 			m.testPkg, m.testRun, _ = strings.Cut(strings.TrimSpace(v), " ")
 			m.testRun = strings.TrimSpace(m.testRun)
@@ -316,18 +328,21 @@ func run(ctx context.Context, root, work string, m mutant, args []string) result
 	if out, err := build.CombinedOutput(); err != nil {
 		return done("BROKEN", "does not compile", string(out))
 	}
-	targs := []string{"-test.run", "^(TestEnumerate|TestExplore)$", "-test.count", "1", "-test.parallel", "6", "-stop"}
-	for prefix, stores := range storesOf {
+	var stores []string
+	for prefix, s := range storesOf {
 		if strings.HasPrefix(m.file, prefix) && !hasFlag(args, "stores") {
-			targs = append(targs, "-stores", stores)
+			stores = append(stores, "-stores", s)
 		}
 	}
-	cmd := exec.CommandContext(ctx, bin, append(targs, args...)...)
-	cmd.Dir = filepath.Join(root, "handler", "explore")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	log := out.String()
+	if m.scenario != "" {
+		first := []string{"-test.run", "^TestEnumerate$", "-test.count", "1", "-test.parallel", "6", "-stop", "-enum", m.scenario}
+		if log, _ := explore(ctx, root, bin, append(append(first, stores...), args...)); killRE.MatchString(log) {
+			k := killRE.FindStringSubmatch(log)
+			return done("killed", fmt.Sprintf("seed %s on %s: %s", k[1], k[2], firstLine(k[4])), log)
+		}
+	}
+	targs := []string{"-test.run", "^(TestEnumerate|TestExplore)$", "-test.count", "1", "-test.parallel", "6", "-stop"}
+	log, err := explore(ctx, root, bin, append(append(targs, stores...), args...))
 	if k := killRE.FindStringSubmatch(log); k != nil {
 		return done("killed", fmt.Sprintf("seed %s on %s: %s", k[1], k[2], firstLine(k[4])), log)
 	}
@@ -335,6 +350,16 @@ func run(ctx context.Context, root, work string, m mutant, args []string) result
 		return done("BROKEN", "the explorer failed without a violation: "+firstLine(lastLines(log, 5)), log)
 	}
 	return done("SURVIVED", "", log)
+}
+
+// explore runs the compiled explorer with targs; its output and error.
+func explore(ctx context.Context, root, bin string, targs []string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, targs...)
+	cmd.Dir = filepath.Join(root, "handler", "explore")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
 }
 
 // runTests judges an input-edge mutant by the tests its test: line names.

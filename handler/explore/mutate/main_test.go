@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -15,6 +16,7 @@ func TestEveryMutantApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	scenarios := scenarioNames(t, filepath.Join(root, "handler", "explore"))
 	for _, m := range ms {
 		t.Run(m.name, func(t *testing.T) {
 			if _, err := applies(root, m); err != nil {
@@ -28,6 +30,34 @@ func TestEveryMutantApplies(t *testing.T) {
 					t.Fatalf("test: %s: %v", m.testPkg, err)
 				}
 			}
+			if m.scenario != "" && !scenarios[m.scenario] {
+				t.Fatalf("scenario: %s: no enumerated scenario of that name in handler/explore", m.scenario)
+			}
 		})
 	}
 }
+
+// scenarioNames are the names of the explorer's enumerated scenarios, as
+// their declarations spell them ({name: "…", stores: "…").
+func scenarioNames(t *testing.T, dir string) map[string]bool {
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range scenarioRE.FindAllSubmatch(b, -1) {
+			names[string(m[1])] = true
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no scenario declarations found in handler/explore")
+	}
+	return names
+}
+
+var scenarioRE = regexp.MustCompile(`\{name: "([a-z0-9-]+)", stores: "`)
