@@ -221,7 +221,9 @@ func TestSweeperGivesUpOnlyAnInputKnownMissing(t *testing.T) {
 	rg := newRigClock(t, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }, &model{},
 		idempotency.WithLease(200*time.Millisecond))
 	base, _ := rg.p.Results(context.Background(), handler.Credentials{})
-	rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) { return &unreadInput{ResultStore: base}, nil }
+	rg.p.Results = func(context.Context, handler.Credentials) (handler.ResultStore, error) {
+		return &unreadInput{ResultStore: base}, nil
+	}
 	d := diesBeforeItsInput(t, rg, summarizeData("its input unread"))
 	ahead.Store(int64(2 * time.Hour)) // the store's clock: two hours on, past the input horizon
 	rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})

@@ -71,8 +71,8 @@ func BenchmarkRatios(b *testing.B) {
 	if *ratioPhases != "" {
 		re := regexp.MustCompile(*ratioPhases)
 		phases = slices.DeleteFunc(phases, func(p phase) bool { return !re.MatchString(p.name) })
-		ratios = slices.DeleteFunc(ratios, func(q ratio) bool { return !re.MatchString(q.num) || !re.MatchString(q.den) })
-		controls = slices.DeleteFunc(controls, func(q ratio) bool { return !re.MatchString(q.num) || !re.MatchString(q.den) })
+		out := func(q ratio) bool { return !re.MatchString(q.num) || !re.MatchString(q.den) }
+		ratios, controls = slices.DeleteFunc(ratios, out), slices.DeleteFunc(controls, out)
 	}
 	tput := measure(b, phases, *ratioRounds, *ratioSlice)
 	// At most 10 lines: go test cuts a benchmark's log there (the ops/s on one).

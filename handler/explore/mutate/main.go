@@ -336,20 +336,29 @@ func run(ctx context.Context, root, work string, m mutant, args []string) result
 	}
 	if m.scenario != "" {
 		first := []string{"-test.run", "^TestEnumerate$", "-test.count", "1", "-test.parallel", "6", "-stop", "-enum", m.scenario}
-		if log, _ := explore(ctx, root, bin, append(append(first, stores...), args...)); killRE.MatchString(log) {
-			k := killRE.FindStringSubmatch(log)
-			return done("killed", fmt.Sprintf("seed %s on %s: %s", k[1], k[2], firstLine(k[4])), log)
+		if log, _ := explore(ctx, root, bin, append(append(first, stores...), args...)); killedBy(log) != "" {
+			return done("killed", killedBy(log), log)
 		}
 	}
 	targs := []string{"-test.run", "^(TestEnumerate|TestExplore)$", "-test.count", "1", "-test.parallel", "6", "-stop"}
 	log, err := explore(ctx, root, bin, append(append(targs, stores...), args...))
-	if k := killRE.FindStringSubmatch(log); k != nil {
-		return done("killed", fmt.Sprintf("seed %s on %s: %s", k[1], k[2], firstLine(k[4])), log)
+	if by := killedBy(log); by != "" {
+		return done("killed", by, log)
 	}
 	if err != nil {
 		return done("BROKEN", "the explorer failed without a violation: "+firstLine(lastLines(log, 5)), log)
 	}
 	return done("SURVIVED", "", log)
+}
+
+// killedBy is the seed, configuration and violation an explorer's log
+// reports first, or "" when it reports none.
+func killedBy(log string) string {
+	k := killRE.FindStringSubmatch(log)
+	if k == nil {
+		return ""
+	}
+	return fmt.Sprintf("seed %s on %s: %s", k[1], k[2], firstLine(k[4]))
 }
 
 // explore runs the compiled explorer with targs; its output and error.
