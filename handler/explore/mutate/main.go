@@ -10,6 +10,7 @@
 //	why: one line saying which guard this removes
 //	test: ./package TestName|TestOther[/Subtest]   (optional: see below)
 //	scenario: name   (optional: an enumerated scenario that kills it, run first)
+//	seed: N config   (optional: a seed of the explorer that kills it, run first)
 //	--- old
 //	<exact text that occurs exactly once in the file>
 //	--- new
@@ -35,6 +36,15 @@
 // mutants only a scenario reaches otherwise wait for its turn behind every
 // seed (minutes each: most of the run).
 //
+// So too a seed: line names the seed and store configuration that killed
+// the mutant last time: that one seed runs first (a second or two, where the
+// whole run waits for that seed's turn on every configuration), and only a
+// seed inside the run's own -seeds counts, so a hint never kills what the
+// run itself would miss. -record writes the seed: and scenario: lines of
+// every mutant the explorer killed from the kills of this run (run it after
+// a change that moves the kills: a stale hint costs its seconds, nothing
+// else).
+//
 // It prints a kill table (mutant, killed or survived, the seed and store
 // configuration that killed it, seconds) and exits 1 if any mutant survived
 // or is broken (its old text is not in the file exactly once, or it does not
@@ -54,6 +64,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +77,7 @@ type mutant struct {
 	name, file, why, old, new string
 	testPkg, testRun          string // a test: line (input-edge mutants), else the explorer judges
 	scenario                  string // a scenario: line: the enumerated scenario run first
+	seed, seedStores          string // a seed: line: the seed and configuration run first
 }
 
 // result is one mutant's row of the kill table.
@@ -83,6 +95,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated mutant names to run (default all)")
 	verbose := flag.Bool("v", false, "print the explorer's output of every mutant")
 	all := flag.Bool("all", false, "run the known survivors too (testdata/mutants/survivors.txt)")
+	rec := flag.Bool("record", false, "write the seed: and scenario: lines of the mutants the explorer killed")
 	flag.Parse()
 	exploreArgs := flag.Args()
 	known, err := survivors(filepath.Join(*dir, "survivors.txt"))
@@ -132,6 +145,12 @@ func main() {
 	}
 	wg.Wait()
 	code := report(results, time.Since(start))
+	if *rec {
+		if err := record(*dir, results); err != nil {
+			fmt.Fprintln(os.Stderr, "mutate:", err)
+			code = 2
+		}
+	}
 	if err := os.RemoveAll(tmp); err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 	}
@@ -251,6 +270,10 @@ func parse(name, s string) (mutant, error) {
 			m.why = strings.TrimSpace(v)
 		case "scenario":
 			m.scenario = strings.TrimSpace(v)
+		case "seed":
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%s %s", &m.seed, &m.seedStores); err != nil || !isSeed(m.seed) {
+				return m, fmt.Errorf("seed: %q: want \"N config\"", strings.TrimSpace(v))
+			}
 		case "test":
 			m.testPkg, m.testRun, _ = strings.Cut(strings.TrimSpace(v), " ")
 			m.testRun = strings.TrimSpace(m.testRun)
@@ -280,6 +303,17 @@ var (
 		"idempotency/redisfast/":  "bolt+redis,mysql+redis",
 	}
 )
+
+// storeOf is the store configurations that use the file, when it belongs
+// to one store or layer.
+func storeOf(file string) (string, bool) {
+	for prefix, s := range storesOf {
+		if strings.HasPrefix(file, prefix) {
+			return s, true
+		}
+	}
+	return "", false
+}
 
 // applies returns the text of m's file if m applies to it: its old text
 // occurs there exactly once.
@@ -334,14 +368,19 @@ func run(ctx context.Context, root, work string, m mutant, args []string) result
 		return done("BROKEN", "does not compile", string(out))
 	}
 	var stores []string
-	for prefix, s := range storesOf {
-		if strings.HasPrefix(m.file, prefix) && !hasFlag(args, "stores") {
-			stores = append(stores, "-stores", s)
-		}
+	if s, ok := storeOf(m.file); ok && !hasFlag(args, "stores") {
+		stores = append(stores, "-stores", s)
 	}
 	if m.scenario != "" {
 		first := []string{"-test.run", "^TestEnumerate$", "-test.count", "1", "-test.parallel", "6", "-stop", "-enum", m.scenario}
 		if log, _ := explore(ctx, root, bin, append(append(first, stores...), args...)); killedBy(log) != "" {
+			return done("killed", killedBy(log), log)
+		}
+	}
+	if hintInRun(m, args) {
+		first := append([]string{"-test.run", "^TestExplore$", "-test.count", "1", "-stop"}, args...)
+		first = append(first, "-seed", m.seed, "-stores", m.seedStores)
+		if log, _ := explore(ctx, root, bin, first); killedBy(log) != "" {
 			return done("killed", killedBy(log), log)
 		}
 	}
@@ -402,6 +441,50 @@ func runTests(ctx context.Context, root, overlay string, m mutant) (verdict, by,
 		return "killed", "test " + deepest + " (" + m.testPkg + ")", log
 	}
 	return "BROKEN", "the tests failed without a test failure (does it compile?): " + firstLine(lastLines(log, 5)), log
+}
+
+// hintInRun reports whether m's seed: line names a seed the run itself
+// explores (1 to -seeds, the explorer's default 25) on a configuration it
+// explores.
+func hintInRun(m mutant, args []string) bool {
+	if m.seed == "" || hasFlag(args, "first") || hasFlag(args, "seed") {
+		return false
+	}
+	n, seeds := 0, 25
+	fmt.Sscan(m.seed, &n)
+	if v := flagValue(args, "seeds"); v != "" {
+		fmt.Sscan(v, &seeds)
+	}
+	if v := flagValue(args, "stores"); v != "" && !slices.Contains(strings.Split(v, ","), m.seedStores) {
+		return false
+	}
+	if prefix, ok := storeOf(m.file); ok && !slices.Contains(strings.Split(prefix, ","), m.seedStores) {
+		return false
+	}
+	return n >= 1 && n <= seeds
+}
+
+func isSeed(s string) bool {
+	n := 0
+	_, err := fmt.Sscan(s, &n)
+	return err == nil && n > 0 && fmt.Sprint(n) == s
+}
+
+// flagValue is the value of the last -name=v or -name v in args, or "".
+func flagValue(args []string, name string) string {
+	v := ""
+	for i, a := range args {
+		k, val, eq := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || k != name {
+			continue
+		}
+		if eq {
+			v = val
+		} else if i+1 < len(args) {
+			v = args[i+1]
+		}
+	}
+	return v
 }
 
 func hasFlag(args []string, name string) bool {

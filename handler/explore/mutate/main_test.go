@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 )
 
@@ -33,6 +34,12 @@ func TestEveryMutantApplies(t *testing.T) {
 			if m.scenario != "" && !scenarios[m.scenario] {
 				t.Fatalf("scenario: %s: no enumerated scenario of that name in handler/explore", m.scenario)
 			}
+			if m.seed != "" && !slices.Contains([]string{"bolt", "bolt+redis", "mysql", "mysql+redis"}, m.seedStores) {
+				t.Fatalf("seed: %s %s: not a store configuration of the explorer", m.seed, m.seedStores)
+			}
+			if m.seed != "" && m.testPkg != "" {
+				t.Fatal("seed: and test: on one mutant: a named test judges it, the seed would never run")
+			}
 		})
 	}
 }
@@ -61,3 +68,58 @@ func scenarioNames(t *testing.T, dir string) map[string]bool {
 }
 
 var scenarioRE = regexp.MustCompile(`\{name: "([a-z0-9-]+)", stores: "`)
+
+func TestRecordedHints(t *testing.T) {
+	const file = "file: handler/x.go\nwhy: it breaks\nscenario: old-one\n--- old\na\n--- new\nb\n"
+	for _, tc := range []struct {
+		name, by, verdict, testPkg, want string
+	}{
+		{name: "a seed's kill replaces a stale scenario", by: "seed 81 on bolt+redis: k1: lost", verdict: "killed",
+			want: "file: handler/x.go\nwhy: it breaks\nseed: 81 bolt+redis\n--- old\na\n--- new\nb\n"},
+		{name: "a scenario's kill names the scenario", by: "seed 16 on enum:copy-mark/mysql: fc-a: twice", verdict: "killed",
+			want: "file: handler/x.go\nwhy: it breaks\nscenario: copy-mark\n--- old\na\n--- new\nb\n"},
+		{name: "a survivor keeps its file", verdict: "SURVIVED", want: file},
+		{name: "a named test's kill keeps its file", by: "test TestX (./handler)", verdict: "killed", testPkg: "./handler", want: file},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "m.mutant")
+			if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := result{m: mutant{name: "m", testPkg: tc.testPkg}, verdict: tc.verdict, by: tc.by}
+			if err := record(dir, []result{r}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(path)
+			if string(got) != tc.want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tc.want)
+			}
+			if _, err := parse("m", string(got)); err != nil {
+				t.Errorf("the recorded file does not parse: %v", err)
+			}
+		})
+	}
+}
+
+func TestSeedHintsOnlyInsideTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    mutant
+		args []string
+		want bool
+	}{
+		{name: "inside -seeds", m: mutant{file: "handler/x.go", seed: "81", seedStores: "bolt"}, args: []string{"-seeds", "250"}, want: true},
+		{name: "past -seeds", m: mutant{file: "handler/x.go", seed: "251", seedStores: "bolt"}, args: []string{"-seeds=250"}},
+		{name: "past the default 25", m: mutant{file: "handler/x.go", seed: "26", seedStores: "bolt"}},
+		{name: "a configuration the run leaves out", m: mutant{file: "handler/x.go", seed: "3", seedStores: "mysql"}, args: []string{"-stores", "bolt"}},
+		{name: "a configuration the store's file is not in", m: mutant{file: "idempotency/boltstore/store.go", seed: "3", seedStores: "mysql"}},
+		{name: "no hint", m: mutant{file: "handler/x.go"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := hintInRun(tc.m, tc.args); got != tc.want {
+				t.Errorf("hintInRun = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
