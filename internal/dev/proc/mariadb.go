@@ -40,9 +40,17 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	tuning := []string{"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M"}
+	// A tmpdir of its own, for the bootstrap too: mariadbd deletes every #sql*
+	// file in its tmpdir at start, which under the default /tmp removes another
+	// server's live temporary tables ("Error on delete of '/tmp/#sql-temptable-…'").
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	tuning := []string{"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M", "--tmpdir=" + tmp}
 	inst := exec.CommandContext(ctx, install, append([]string{"--no-defaults", "--datadir=" + data, "--user=root",
 		"--auth-root-authentication-method=normal", "--skip-test-db"}, tuning...)...)
+	inst.Env = append(os.Environ(), "TMPDIR="+tmp)
 	if out, err := inst.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, Tail(string(out), 2000))
 	}
