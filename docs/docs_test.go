@@ -24,6 +24,10 @@
 //	    `bash -euo pipefail`, so the first failing command ends it.
 //	  - needs: mysql gives the block MYSQL_DSN, a fresh database on the test
 //	    server (internal/dev/testenv, dropped after the test).
+//	  - needs: model-key gives the block the shell of someone with a billed
+//	    model configured (DASHSCOPE_API_KEY, LLM_API_KEY, LLM_MODEL=qwen-plus)
+//	    whose LLM_BASE_URL is a loopback tripwire: a request there fails the
+//	    test. A block that says it is offline proves it under that shell.
 //
 // How it runs: from the repository root, with the function built once;
 // `go run .`, `./target/main` and `main` all run that binary. Every variable
@@ -41,6 +45,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,8 +168,8 @@ func (b *block) directive(d string) error {
 		b.exit = n
 	case name == "needs":
 		for _, s := range strings.FieldsFunc(val, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
-			if s != "mysql" {
-				return fmt.Errorf("test marker: needs %q (only mysql)", s)
+			if s != "mysql" && s != "model-key" {
+				return fmt.Errorf("test marker: needs %q (mysql or model-key)", s)
 			}
 			b.needs[s] = true
 		}
@@ -243,6 +249,19 @@ func TestDocsCommands(t *testing.T) {
 	}
 }
 
+// modelTripwire is the environment of needs: model-key: a key and a real
+// model, the endpoint a loopback server that fails the test when called.
+func modelTripwire(t *testing.T) []string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the block called the model: %s %s (it must stay offline with a key in the environment)", r.Method, r.URL.Path)
+		http.Error(w, "tripwire", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	return []string{"DASHSCOPE_API_KEY=sk-docs-tripwire", "LLM_API_KEY=sk-docs-tripwire", "LLM_MODEL=qwen-plus",
+		"LLM_BASE_URL=" + srv.URL + "/v1"}
+}
+
 func runBlock(ctx context.Context, t *testing.T, root, bin, state string, b block) {
 	env := []string{"STATE_DIR=" + state, "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
 	for _, kv := range os.Environ() {
@@ -252,6 +271,9 @@ func runBlock(ctx context.Context, t *testing.T, root, bin, state string, b bloc
 	}
 	if b.needs["mysql"] {
 		env = append(env, "MYSQL_DSN="+testenv.FreshMySQLDSN(t))
+	}
+	if b.needs["model-key"] {
+		env = append(env, modelTripwire(t)...)
 	}
 	script := binaryNames.ReplaceAllString(b.script, "${1}main${3}")
 	bctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,7 +104,7 @@ func TestStartupLine(t *testing.T) {
 	})
 	t.Run("the server", func(t *testing.T) {
 		var out bytes.Buffer
-		a, err := open(&out, "serve", slog.LevelInfo)
+		a, err := open(&out, "serve", slog.LevelInfo, os.Getenv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +157,7 @@ func TestStartupLineSaysWhatAnswered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			setEnv(t, tc.env...)
 			var out bytes.Buffer
-			a, err := open(&out, "serve", slog.LevelInfo)
+			a, err := open(&out, "serve", slog.LevelInfo, os.Getenv)
 			if err != nil {
 				t.Fatal(err)
 			}

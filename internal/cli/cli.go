@@ -45,6 +45,9 @@ type run struct {
 	name           string
 	stdout, stderr io.Writer
 	logLevel       slog.Level
+	// getenv is what the configuration is read through (nil: os.Getenv);
+	// invoke's defaults the model to the offline one (offlineUnlessChosen).
+	getenv func(string) string
 }
 
 // Run runs the binary with args and returns its exit code.

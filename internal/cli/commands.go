@@ -62,6 +62,7 @@ func setupInvoke(flags *flag.FlagSet) action {
 			printJSON(r.stdout, handler.ErrorReply("", err).Body)
 			return ExitFailed
 		}
+		r.getenv = offlineUnlessChosen(os.Getenv)
 		return r.withApp(ctx, checkOutcome, func(a *app.App) int {
 			if *reqID == "" {
 				*reqID = "local-" + strconv.Itoa(os.Getpid())

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -76,7 +77,7 @@ func TestBeforeMigrate(t *testing.T) {
 		})
 	} // FC's initializer answers the same before the server takes an event.
 	t.Run("server", func(t *testing.T) {
-		a, err := open(io.Discard, "serve", slog.LevelInfo)
+		a, err := open(io.Discard, "serve", slog.LevelInfo, os.Getenv)
 		if err != nil {
 			t.Fatal(err)
 		}

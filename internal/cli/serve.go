@@ -33,11 +33,11 @@ type errConfig struct{ err error }
 func (e errConfig) Error() string { return "configuration: " + e.err.Error() }
 func (e errConfig) Unwrap() error { return e.err }
 
-// open loads the configuration and wires the function for command (a
-// subcommand's name, or "serve"); logs go to w as JSON, starting with the
-// line that names the live backends.
-func open(w io.Writer, command string, level slog.Level) (*app.App, error) {
-	cfg, err := config.Load(os.Getenv)
+// open loads the configuration through getenv and wires the function for
+// command (a subcommand's name, or "serve"); logs go to w as JSON, starting
+// with the line that names the live backends.
+func open(w io.Writer, command string, level slog.Level, getenv func(string) string) (*app.App, error) {
+	cfg, err := config.Load(getenv)
 	if err != nil {
 		return nil, errConfig{err}
 	}
@@ -89,7 +89,7 @@ func openFailed(w io.Writer, err error) int {
 }
 
 func serve(ctx context.Context, r *run) int {
-	a, err := open(r.stdout, "serve", r.logLevel) // FC collects stdout into the function's log store
+	a, err := open(r.stdout, "serve", r.logLevel, os.Getenv) // FC collects stdout into the function's log store
 	if err != nil {
 		return openFailed(r.stderr, err)
 	}
@@ -128,7 +128,11 @@ const (
 // store as asked and runs fn; the function is closed after (flushing the
 // decision counters to the store).
 func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App) int) int {
-	a, err := open(r.stderr, r.name, r.logLevel)
+	getenv := r.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	a, err := open(r.stderr, r.name, r.logLevel, getenv)
 	if err != nil {
 		code := openFailed(r.stderr, err)
 		if check == checkOutcome && code != ExitUsage {
@@ -137,6 +141,7 @@ func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App)
 		return code
 	}
 	defer a.Close()
+	r.sayModel(a.Cfg)
 	if check != checkNone {
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := a.Warm(wctx)

@@ -27,7 +27,7 @@ var envDocs = []envDoc{
 	{"LLM_BASE_URL", "OpenAI-compatible endpoint of the model (default DashScope's compatible mode)"},
 	{"LLM_API_KEY", "model API key; unset with LLM_MODEL unset: the offline model"},
 	{"DASHSCOPE_API_KEY", "read when LLM_API_KEY is unset"},
-	{"LLM_MODEL", "model name (default qwen-plus with a key; \"offline\": the built-in offline model)"},
+	{"LLM_MODEL", "model name (default qwen-plus with a key, but invoke stays offline unless LLM_MODEL names a model; \"offline\": the built-in offline model)"},
 	{"LLM_TIMEOUT_SECONDS", "bound of one model call, 1 to 3600 (default 60)"},
 	{"LEASE_SECONDS", "lease of a claim, renewed while the task runs, 1 to 86400 (default 60)"},
 	{"MAX_ATTEMPTS", "attempts before a retryable failure is final, 1 to 100 (default 3)"},
