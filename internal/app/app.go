@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"path/filepath"
@@ -74,7 +75,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 	} else {
 		s, err := boltstore.Open(cfg.StateDir, 5*time.Second)
 		if err != nil {
-			return nil, err
+			return nil, stateDirError(err)
 		}
 		a.Embedded, store = s, s
 		a.closers = append(a.closers, s.Close)
@@ -115,7 +116,7 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 	results, err := resultsFor(cfg)
 	if err != nil {
 		a.Close()
-		return nil, err
+		return nil, stateDirError(err)
 	}
 	model, err := llm.New(llm.Config{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout})
 	if err != nil {
@@ -136,6 +137,17 @@ func Judge(cfg config.Config, log *slog.Logger) *handler.Pipeline {
 		Allow: cfg.NotifyAllowedHosts, SigningSecret: cfg.NotifySigningSecret}),
 		Tasks: handler.Builtin(), Log: log, KeyFallback: cfg.KeyFallback == "fingerprint",
 		Keys: handler.KeyRules{Key: cfg.KeyJMESPath, Payload: cfg.PayloadJMESPath}}
+}
+
+// stateDirError makes a file-system refusal of STATE_DIR (a directory that
+// cannot be made, read or written) the configuration error it is; anything
+// else (a store file in use, a corrupt one) stays as it is.
+func stateDirError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &config.Error{Name: "STATE_DIR", Err: err}
+	}
+	return err
 }
 
 // LocalResultsDir is where result objects go without OSS.

@@ -244,6 +244,10 @@ func TestUsageErrors(t *testing.T) {
 		{"retention under the floor", []string{"RETENTION_DAYS=7"}, []string{"purge"}, "configuration", "RETENTION_DAYS: want a whole number from 8"},
 		{"purge of a day", nil, []string{"purge", "--older-than", "24h"}, "purge", "--older-than: want from 8d (FC may redeliver an event for up to 7 days)"},
 		{"purge without a limit", nil, []string{"purge", "--limit", "0"}, "purge", "--limit and --budget must be positive"},
+		{"a DSN that does not parse", []string{"MYSQL_DSN=this is not a dsn"}, []string{"invoke", "--event", event("eventbridge-single.json")}, "configuration", "MYSQL_DSN: not a go-sql-driver DSN"},
+		{"a DSN without a database", []string{"MYSQL_DSN=root@tcp(127.0.0.1:3306)/"}, []string{"inspect", "--key", strings.Repeat("0", 64)}, "configuration", "MYSQL_DSN: names no database"},
+		{"a DSN with a bad parameter", []string{"MYSQL_DSN=root@tcp(127.0.0.1:3306)/db?tls=bogus"}, []string{"stats"}, "configuration", "MYSQL_DSN: not a go-sql-driver DSN"},
+		{"a STATE_DIR that cannot be made", []string{"STATE_DIR=/dev/null/state"}, []string{"invoke", "--event", event("eventbridge-single.json")}, "configuration", "STATE_DIR: "},
 		{"configuration a client refuses", []string{"LLM_MODEL=qwen-plus", "LLM_API_KEY=k", "LLM_BASE_URL=https://127.0.0.1:1/v1?x=1"}, []string{"stats"}, "invalid_config", "LLM_BASE_URL must not have a query"},
 	}
 	for _, tc := range tests {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,6 +48,9 @@ func open(w io.Writer, command string, level slog.Level, getenv func(string) str
 	a, err := app.Open(cfg, log, red)
 	if err != nil {
 		log.Info("backends", append([]any{"command", command}, backends(cfg)...)...)
+		if ce := (*config.Error)(nil); errors.As(err, &ce) {
+			return nil, errConfig{err}
+		}
 		return nil, err
 	}
 	// The start line says what answered, not only what is configured

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/idemgate/idemgate/handler/notify"
 	"github.com/idemgate/idemgate/idempotency/keys"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
@@ -317,6 +319,11 @@ func (r *reader) model(c *Config) {
 }
 
 func (r *reader) endpoints(c *Config) {
+	if c.MySQLDSN != "" {
+		if why := dsnProblem(c.MySQLDSN); why != "" {
+			r.bad("MYSQL_DSN", why)
+		}
+	}
 	if c.RedisURL != "" {
 		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
 			r.bad("REDIS_URL", "want redis://… or rediss://…")
@@ -337,6 +344,42 @@ func (r *reader) endpoints(c *Config) {
 		r.bad("OSS_ENDPOINT/OSS_BUCKET/OSS_REGION", "set all three (OSS with V4 signing) or none (results under STATE_DIR)")
 	}
 }
+
+// dsnProblem says what is wrong with a MySQL DSN, before anything connects:
+// one the driver does not parse, or one naming no database (the store would
+// answer schema_missing for database ""). The driver's reason is kept unless
+// it quotes the password.
+func dsnProblem(dsn string) string {
+	const want = "want user:password@tcp(host:3306)/database[?param=value]"
+	c, err := mysql.ParseDSN(dsn)
+	switch {
+	case err != nil && quotesPassword(dsn, err.Error()):
+		return "not a go-sql-driver DSN (" + want + ")"
+	case err != nil:
+		return fmt.Sprintf("not a go-sql-driver DSN (%s): %s", want, err)
+	case c.DBName == "":
+		return "names no database (" + want + ")"
+	}
+	return ""
+}
+
+// quotesPassword reports whether msg holds what stands between the first
+// ':' and the last '@' of dsn: its password, when it has one.
+func quotesPassword(dsn, msg string) bool {
+	at := strings.LastIndex(dsn, "@")
+	colon := strings.Index(dsn, ":")
+	return at > 0 && colon >= 0 && colon < at && strings.Contains(msg, dsn[colon+1:at])
+}
+
+// Error is a variable found unusable once a client uses it (a STATE_DIR
+// that cannot be made): a configuration error like Load's.
+type Error struct {
+	Name string
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Name + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
 func countSet(vs []string) int {
 	n := 0

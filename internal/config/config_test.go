@@ -37,6 +37,12 @@ func TestLoad(t *testing.T) {
 				t.Fatal(c.ListenPort)
 			}
 		}},
+		{name: "a DSN that does not parse", env: map[string]string{"MYSQL_DSN": "this is not a dsn"},
+			wantErr: "MYSQL_DSN: not a go-sql-driver DSN (want user:password@tcp(host:3306)/database[?param=value]): invalid DSN"},
+		{name: "a DSN without a database", env: map[string]string{"MYSQL_DSN": "root@tcp(127.0.0.1:3306)/"},
+			wantErr: "MYSQL_DSN: names no database"},
+		{name: "a DSN with a bad parameter", env: map[string]string{"MYSQL_DSN": "root@tcp(127.0.0.1:3306)/db?tls=bogus"},
+			wantErr: "MYSQL_DSN: not a go-sql-driver DSN (want user:password@tcp(host:3306)/database[?param=value]): invalid value / unknown config name: bogus"},
 		{name: "ttl above 300", env: map[string]string{"DEDUP_TTL_SECONDS": "301"}, wantErr: "DEDUP_TTL_SECONDS"},
 		{name: "kill switch in a test", env: map[string]string{"IDEMPOTENCY_DISABLED": "true"}, check: func(t *testing.T, c Config) {
 			if !c.Disabled {
@@ -219,5 +225,14 @@ func TestParseDuration(t *testing.T) {
 				t.Fatalf("ParseDuration(%q) = %s, %v; want %s, ok %v", c.in, got, err, c.want, c.ok)
 			}
 		})
+	}
+}
+
+// The driver's reason for refusing a DSN is dropped when it would quote the
+// password (here the password is also the bad tls value).
+func TestDSNErrorNeverQuotesThePassword(t *testing.T) {
+	_, err := Load(env(map[string]string{"MYSQL_DSN": "root:s3cr3t-pw@tcp(127.0.0.1:3306)/db?tls=s3cr3t-pw"}))
+	if err == nil || !strings.Contains(err.Error(), "MYSQL_DSN: not a go-sql-driver DSN") || strings.Contains(err.Error(), "s3cr3t-pw") {
+		t.Fatalf("err = %v", err)
 	}
 }
