@@ -51,6 +51,18 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// ErrLocked: another process holds the store's file (bbolt's file lock).
+// Nothing was read or written; the store is unavailable to this process
+// until that one exits.
+var ErrLocked = errors.New("boltstore: locked")
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
 // FileName is the database file inside STATE_DIR.
 const FileName = "idempotency.db"
 
@@ -64,7 +76,9 @@ func Open(dir string, lockWait time.Duration, opts ...Option) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, fmt.Errorf("boltstore: %s is in use by another process (the embedded store serves one process; use MYSQL_DSN for several): %w", path, err)
+			return nil, fmt.Errorf("%w: %s is held by %s, still after %s (the embedded store serves one process at a time: "+
+				"stop that one, or give this command another STATE_DIR, or use MYSQL_DSN for several)", ErrLocked, absPath(path),
+				holderOf(path), lockWait)
 		}
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}

@@ -140,11 +140,15 @@ func Judge(cfg config.Config, log *slog.Logger) *handler.Pipeline {
 }
 
 // stateDirError makes a file-system refusal of STATE_DIR (a directory that
-// cannot be made, read or written) the configuration error it is; anything
-// else (a store file in use, a corrupt one) stays as it is.
+// cannot be made, read or written) the configuration error it is, and a
+// store file another process holds the store unavailable; anything else (a
+// corrupt file) stays as it is.
 func stateDirError(err error) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	switch {
+	case errors.Is(err, boltstore.ErrLocked): // nothing ran: retry once the other process is gone
+		return fmt.Errorf("%w: %w", idempotency.ErrStoreUnavailable, err)
+	case errors.As(err, &pe):
 		return &config.Error{Name: "STATE_DIR", Err: err}
 	}
 	return err

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
@@ -147,6 +149,41 @@ func TestExitCodes(t *testing.T) {
 			stdout, stderr, code := cli(tc.args...)
 			if code != tc.want {
 				t.Fatalf("exit %d, want %d\n%s%s", code, tc.want, stdout, stderr)
+			}
+		})
+	}
+}
+
+// While another process holds the embedded store (`main serve`, as
+// docs/api.md's "Try it locally" runs it), a command is store unavailable,
+// exit 4, naming the lock — and invoke answers store_unavailable, retryable,
+// not unknown. (The lock is this test's own: bbolt's flock keeps out a
+// second open of the file within one process as well.)
+func TestALockedEmbeddedStoreIsUnavailable(t *testing.T) {
+	tests := []struct {
+		name string
+		args func(t *testing.T) []string
+	}{
+		{"stats", func(*testing.T) []string { return []string{"stats", "-q"} }},
+		{"invoke", func(t *testing.T) []string { return []string{"invoke", "-q", "--event", uniqueTask(t)} }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			setEnv(t, "STATE_DIR="+dir)
+			held, err := boltstore.Open(dir, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
+			stdout, stderr, code := cli(tc.args(t)...)
+			if code != ExitStoreUnavailable || !strings.Contains(stderr, "is held by") || !strings.Contains(stderr, dir) {
+				t.Fatalf("exit %d, want %d naming the lock\nstdout %s\nstderr %s", code, ExitStoreUnavailable, stdout, stderr)
+			}
+			if tc.name == "invoke" {
+				if o := outcome(t, stdout); o["errorType"] != "store_unavailable" || o["retryable"] != true {
+					t.Fatalf("answer %v, want store_unavailable, retryable", o)
+				}
 			}
 		})
 	}
