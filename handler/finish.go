@@ -377,6 +377,17 @@ func (p *Pipeline) postNotify(ctx context.Context, n *event.Notify, o Outcome) e
 	if p.Notify == nil {
 		return idempotency.Final("invalid_request", errors.New("notify is not configured"))
 	}
-	body, _ := json.Marshal(o)
+	body, _ := json.Marshal(notification(o))
 	return p.Notify.Post(ctx, n.URL, o.IdempotencyKey, o.RequestID, body)
+}
+
+// notification is the body of the notify POST: the task's one effect (K,
+// SUCCEEDED, the attempt and result_ref that stand, the request id), the
+// same whichever delivery posts it — the first, FC's retry or a copy of
+// it, the sweeper, a replay — so never "duplicate": true, which a receiver
+// dropping duplicates would drop, losing the only notification
+// (docs/design.md §13).
+func notification(o Outcome) Outcome {
+	return Outcome{IdempotencyKey: o.IdempotencyKey, Status: string(driver.StatusSucceeded),
+		Decision: string(idempotency.DecisionFirst), Attempt: o.Attempt, ResultRef: o.ResultRef, RequestID: o.RequestID}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/handler"
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/ossresult"
 )
@@ -217,4 +218,15 @@ func (w *world) ownerNotify(owner string) string {
 		}
 	}
 	return ""
+}
+
+// checkNotification: a notification describes the task's effect, whichever
+// delivery posts it — never a duplicate's answer, which a receiver dropping
+// duplicates would drop, losing the only notification (docs/design.md §13).
+func (w *world) checkNotification(a *actor, key string, body []byte) {
+	var o handler.Outcome
+	if err := json.Unmarshal(body, &o); err != nil || o.IdempotencyKey != key || o.Status != string(driver.StatusSucceeded) ||
+		o.Duplicate || o.Decision != string(idempotency.DecisionFirst) || o.ResultRef == "" || o.ErrorType != "" {
+		w.violate("%s: the notification of %s describes the delivery, not the task's effect: %s", a.name, key, body)
+	}
 }

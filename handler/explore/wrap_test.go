@@ -372,6 +372,7 @@ func (n *notifyW) Post(ctx context.Context, url, key, requestID string, body []b
 		}
 		n.n.posts[key]++
 		p = w.posted(n.a, key)
+		w.checkNotification(n.a, key, body)
 		return nil
 	})
 	if err != nil && p != nil {
