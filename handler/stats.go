@@ -48,7 +48,8 @@ type MinuteStats struct {
 	RepeatOther    int64     `json:"repeat_other"`
 	RepeatDone     int64     `json:"repeat_done"`
 	Mismatch       int64     `json:"payload_mismatch"`
-	FastRejects    int64     `json:"fast_rejects"`    // duplicates answered by Redis without running
+	FastRejects    int64     `json:"fast_rejects"`    // duplicates answered by Redis without running (0 without it, or while it is out)
+	CacheAnswers   int64     `json:"cache_answers"`   // duplicates answered by an instance's local cache (LOCAL_CACHE_SIZE)
 	StoreConflicts int64     `json:"store_conflicts"` // duplicates answered by the store without running
 	// Duplicates are the claims with a DuplicateDecisions decision.
 	Duplicates int64 `json:"duplicates"`
@@ -90,6 +91,8 @@ func StatsByMinute(rows []driver.StatRow) []MinuteStats {
 		switch r.Name {
 		case statsrec.StatFastReject:
 			m.FastRejects += r.Count
+		case statsrec.StatCacheAnswer:
+			m.CacheAnswers += r.Count
 		case statsrec.StatStoreConflict:
 			m.StoreConflicts += r.Count
 		default:

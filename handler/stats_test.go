@@ -45,9 +45,10 @@ func TestStatsByMinute(t *testing.T) {
 			[]MinuteStats{{Minute: m0, Claims: 4, First: 4}}},
 		{"every decision counts once; only FIRST is not a duplicate", []driver.StatRow{
 			row(m0, "first", 4), row(m0, "repeat_same", 1), row(m0, "takeover", 2), row(m0, "repeat_other", 3),
-			row(m0, "repeat_done", 5), row(m0, "payload_mismatch", 1), row(m0, "fast_reject", 6), row(m0, "store_conflict", 3)},
+			row(m0, "repeat_done", 5), row(m0, "payload_mismatch", 1), row(m0, "fast_reject", 5), row(m0, "cache_answer", 1),
+			row(m0, "store_conflict", 3)},
 			[]MinuteStats{{Minute: m0, Claims: 16, First: 4, RepeatSame: 1, Takeover: 2, RepeatOther: 3, RepeatDone: 5,
-				Mismatch: 1, FastRejects: 6, StoreConflicts: 3, Duplicates: 12, DuplicateRate: 0.75}}},
+				Mismatch: 1, FastRejects: 5, CacheAnswers: 1, StoreConflicts: 3, Duplicates: 12, DuplicateRate: 0.75}}},
 		{"minutes apart, oldest first; rows of one minute add up", []driver.StatRow{
 			row(m1, "first", 1), row(m0, "repeat_done", 1), row(m0, "first", 1), row(m0, "repeat_done", 2)},
 			[]MinuteStats{{Minute: m0, Claims: 4, First: 1, RepeatDone: 3, Duplicates: 3, DuplicateRate: 0.75},

@@ -50,7 +50,7 @@ type options struct {
 	fastBackoff  time.Duration
 	log          *slog.Logger
 	fast         driver.FastLayer
-	observe      func(Decision, bool)
+	observe      func(Decision, Tier)
 	finishWindow time.Duration
 	finishMax    int
 	blobs        driver.BlobStore
@@ -205,7 +205,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 		return driver.ClaimResult{}, nil, err
 	}
 	if res, ok := e.cache.get(req); ok {
-		e.stats.count(res.Decision, true)
+		e.stats.count(res.Decision, TierCache)
 		return res, nil, nil
 	}
 	fastClaimed := false
@@ -230,11 +230,11 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 			// (driver.ActMarkTry), so FC's retry of it does not take the
 			// live lease over.
 		case ans.Verdict == driver.FastRepeatOther:
-			e.stats.count(DecisionRepeatOther, true)
+			e.stats.count(DecisionRepeatOther, TierFast)
 			ans.Record.Key = req.Key
 			return driver.ClaimResult{Decision: DecisionRepeatOther, Record: ans.Record, LeaseLeft: ans.LeaseLeft, Source: "redis"}, nil, nil
 		case ans.Verdict == driver.FastSucceeded || ans.Verdict == driver.FastFailedFinal:
-			e.stats.count(DecisionRepeatDone, true)
+			e.stats.count(DecisionRepeatDone, TierFast)
 			ans.Record.Key, ans.Record.PayloadHash = req.Key, req.PayloadHash // a terminal answer means it matched
 			e.cache.put(ans.Record)
 			return driver.ClaimResult{Decision: DecisionRepeatDone, Record: ans.Record, Source: "redis"}, nil, nil
@@ -247,7 +247,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 		e.fastDo(ctx, "release", func(c context.Context) error { return e.fast.Release(c, req.Key, req.Owner) })
 		return driver.ClaimResult{}, nil, storeErr("claim", err)
 	}
-	e.stats.count(res.Decision, false)
+	e.stats.count(res.Decision, TierStore)
 	codeFailedFinish(&res.Record)
 	e.cache.put(res.Record)
 	// After a FIRST on both tiers the fast layer holds nothing of ours (a

@@ -201,7 +201,7 @@ func RunHTTP(t *testing.T, h Harness) {
 	}
 	t.Run("waits for the request in flight", func(t *testing.T) {
 		met := make(chan struct{}, 8) // a claim met the first request's live lease
-		a := newApp(t, h, idempotency.WithWaitInFlight(10*time.Second), idempotency.WithObserver(func(d idempotency.Decision, _ bool) {
+		a := newApp(t, h, idempotency.WithWaitInFlight(10*time.Second), idempotency.WithObserver(func(d idempotency.Decision, _ idempotency.Tier) {
 			if d == idempotency.DecisionRepeatOther {
 				met <- struct{}{}
 			}

@@ -203,7 +203,9 @@ func disabled(t *testing.T, h Harness) {
 // localCache: a terminal answer is remembered by the instance and answered
 // without asking the fast layer or the store.
 func localCache(t *testing.T, h Harness) {
-	e := h.NewEngine(t, idempotency.WithLocalCache(100, time.Minute))
+	var tiers []idempotency.Tier // the engine's goroutine alone calls the observer here
+	e := h.NewEngine(t, idempotency.WithLocalCache(100, time.Minute),
+		idempotency.WithObserver(func(_ idempotency.Decision, by idempotency.Tier) { tiers = append(tiers, by) }))
 	key := NewKey()
 	if _, err := e.Do(context.Background(), req(key, "a"), func(context.Context, *idempotency.Lease) (string, error) {
 		return "cached", nil
@@ -217,6 +219,13 @@ func localCache(t *testing.T, h Harness) {
 	other.PayloadHash = "another"
 	res, _ = claim(t, e, other)
 	want(t, "another payload", res.Decision, idempotency.DecisionPayloadMismatch)
+	// Counted as the cache's, not the fast layer's (issue 39: they were
+	// fast rejections, even with no fast layer).
+	st := e.Stats()
+	want(t, "cache answers", st.CacheAnswers, 2)
+	want(t, "fast rejects", st.FastRejects, 0)
+	want(t, "store conflicts", st.StoreConflicts, 0)
+	want(t, "tiers observed", fmt.Sprint(tiers), fmt.Sprint([]idempotency.Tier{idempotency.TierStore, idempotency.TierCache, idempotency.TierCache}))
 }
 
 // legacyHash: a record written under a payload's older hash answers a

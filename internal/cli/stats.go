@@ -80,13 +80,15 @@ func rateBar(rate float64) string {
 	return "▕" + bar + strings.Repeat(" ", rateWidth-len([]rune(bar))) + "▏"
 }
 
-// writeTable prints the numbers behind the chart.
+// writeTable prints the numbers behind the chart; redis, cache and store
+// say which tier answered the duplicates (fast_rejects, cache_answers,
+// store_conflicts of --json).
 func writeTable(w io.Writer, mins []handler.MinuteStats) {
-	fmt.Fprintf(w, "%-16s %7s %6s %11s %8s %12s %11s %8s %10s %9s\n", "minute (UTC)", "claims", "first", "repeat_same",
-		"takeover", "repeat_other", "repeat_done", "mismatch", "duplicates", "dup_rate")
+	fmt.Fprintf(w, "%-16s %7s %6s %11s %8s %12s %11s %8s %10s %9s %5s %5s %5s\n", "minute (UTC)", "claims", "first", "repeat_same",
+		"takeover", "repeat_other", "repeat_done", "mismatch", "duplicates", "dup_rate", "redis", "cache", "store")
 	for _, b := range mins {
-		fmt.Fprintf(w, "%-16s %7d %6d %11d %8d %12d %11d %8d %10d %8.2f%%\n", b.Minute.UTC().Format("2006-01-02 15:04"),
+		fmt.Fprintf(w, "%-16s %7d %6d %11d %8d %12d %11d %8d %10d %8.2f%% %5d %5d %5d\n", b.Minute.UTC().Format("2006-01-02 15:04"),
 			b.Claims, b.First, b.RepeatSame, b.Takeover, b.RepeatOther, b.RepeatDone, b.Mismatch, b.Duplicates,
-			100*b.DuplicateRate)
+			100*b.DuplicateRate, b.FastRejects, b.CacheAnswers, b.StoreConflicts)
 	}
 }

@@ -26,6 +26,7 @@ func TestWriteStatsGolden(t *testing.T) {
 		{"a retry storm with a quiet minute", []driver.StatRow{
 			row(0, "first", 40), row(0, "repeat_done", 2),
 			row(1, "first", 30), row(1, "repeat_done", 25), row(1, "takeover", 5), row(1, "repeat_other", 10),
+			row(1, "fast_reject", 20), row(1, "cache_answer", 12), row(1, "store_conflict", 3), row(0, "cache_answer", 2),
 			row(3, "first", 1), row(3, "repeat_same", 1)}},
 	}
 	var b bytes.Buffer

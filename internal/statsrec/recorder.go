@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
@@ -31,8 +32,9 @@ type statKey struct {
 
 // Counter names besides the decisions (lower-cased).
 const (
-	StatFastReject    = "fast_reject"
-	StatStoreConflict = "store_conflict"
+	StatFastReject    = "fast_reject"    // a duplicate the fast layer answered
+	StatCacheAnswer   = "cache_answer"   // a duplicate the instance's local cache answered
+	StatStoreConflict = "store_conflict" // a duplicate the durable store answered
 )
 
 // New starts a recorder that flushes every interval until Close.
@@ -42,16 +44,20 @@ func New(sink driver.StatsSink, every time.Duration, log *slog.Logger) *Recorder
 	return r
 }
 
-// Observe counts one claim decision; fast says the fast layer answered it.
-func (r *Recorder) Observe(d driver.Decision, fast bool) {
+// Observe counts one claim decision and, for a duplicate's, the tier that
+// answered it.
+func (r *Recorder) Observe(d driver.Decision, by idempotency.Tier) {
 	m := time.Now().UTC().Truncate(time.Minute)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cur[statKey{m, strings.ToLower(string(d))}]++
 	if d == driver.DecisionRepeatOther || d == driver.DecisionRepeatDone || d == driver.DecisionPayloadMismatch {
 		name := StatStoreConflict
-		if fast {
+		switch by {
+		case idempotency.TierFast:
 			name = StatFastReject
+		case idempotency.TierCache:
+			name = StatCacheAnswer
 		}
 		r.cur[statKey{m, name}]++
 	}

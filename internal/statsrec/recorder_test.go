@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
 )
 
@@ -37,24 +38,25 @@ func TestObserveAndFlush(t *testing.T) {
 	r := New(s, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer r.Close()
 	for _, o := range []struct {
-		d    driver.Decision
-		fast bool
+		d  driver.Decision
+		by idempotency.Tier
 	}{
-		{driver.DecisionFirst, false},
-		{driver.DecisionRepeatDone, true},
-		{driver.DecisionRepeatDone, false},
-		{driver.DecisionRepeatOther, true},
-		{driver.DecisionTakeover, false},
+		{driver.DecisionFirst, idempotency.TierStore},
+		{driver.DecisionRepeatDone, idempotency.TierFast},
+		{driver.DecisionRepeatDone, idempotency.TierStore},
+		{driver.DecisionRepeatOther, idempotency.TierFast},
+		{driver.DecisionRepeatDone, idempotency.TierCache},
+		{driver.DecisionTakeover, idempotency.TierStore},
 	} {
-		r.Observe(o.d, o.fast)
+		r.Observe(o.d, o.by)
 	}
 	r.Flush(context.Background()) // fails: nothing lost
 	s.mu.Lock()
 	s.fail = false
 	s.mu.Unlock()
 	r.Flush(context.Background())
-	want := map[string]int64{"first": 1, "repeat_done": 2, "repeat_other": 1, "takeover": 1,
-		StatFastReject: 2, StatStoreConflict: 1}
+	want := map[string]int64{"first": 1, "repeat_done": 3, "repeat_other": 1, "takeover": 1,
+		StatFastReject: 2, StatCacheAnswer: 1, StatStoreConflict: 1}
 	for name, n := range want {
 		if s.got[name] != n {
 			t.Errorf("%s = %d, want %d (all: %v)", name, s.got[name], n, s.got)

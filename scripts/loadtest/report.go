@@ -357,14 +357,14 @@ func printSummary(w io.Writer, s *Summary, o Options) {
 		fmt.Fprintln(w)
 	}
 	if sc := s.Stats; sc != nil {
-		fs, st := sc.Function["fast_reject"], sc.Function["store_conflict"]
+		fs, ca, st := sc.Function["fast_reject"], sc.Function["cache_answer"], sc.Function["store_conflict"]
 		cl := sc.Client
 		fmt.Fprintf(w, "\nfunction's own counters (idempotency_stats, flushed at SIGTERM) vs answers seen, all phases incl. warm-up:\n")
 		fmt.Fprintf(w, "  first %d / %d, takeover %d / %d, repeat_other %d / %d, repeat_done %d / %d\n",
 			sc.Function["first"], cl["first"], sc.Function["takeover"], cl["takeover"],
 			sc.Function["repeat_other"], cl["repeat_other"], sc.Function["repeat_done"], cl["repeat_done"])
 		pr, pm := cl["pure_duplicates_to_"+PhaseDupRedis], cl["pure_duplicates_to_"+PhaseDupMySQL]
-		fmt.Fprintf(w, "  duplicates answered by Redis (fast_reject) %d, by MySQL (store_conflict) %d;\n", fs, st)
+		fmt.Fprintf(w, "  duplicates answered by Redis (fast_reject) %d, by a local cache (cache_answer) %d, by MySQL (store_conflict) %d;\n", fs, ca, st)
 		fmt.Fprintf(w, "  pure duplicates sent to Redis instances %d, to MySQL-only instances %d; fast-layer failures logged %d\n",
 			pr, pm, sc.FastFailures)
 		switch {
