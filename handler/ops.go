@@ -34,7 +34,8 @@ type SweepReport struct {
 	Scanned  int       `json:"scanned"`
 	Redriven int       `json:"redriven"` // tasks run again from their stored input
 	Finished int       `json:"finished"` // SUCCEEDED records whose publish/notify were completed
-	Deferred int       `json:"deferred"` // set aside, not run: no input.json yet (left to FC's retry), it could not be read, or a retryable failure's back-off runs
+	Deferred int       `json:"deferred"` // set aside, not run: no input.json yet (left to FC's retry), it could not be read
+	Backoff  int       `json:"backoff"`  // not run: a retryable failure's back-off still runs (FC's retry or a later sweep runs it)
 	Skipped  int       `json:"skipped"`  // left for the next run (budget spent)
 	Results  []Outcome `json:"results"`
 }
@@ -73,10 +74,12 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 			rep.Skipped = len(cands) - i
 			break
 		}
-		out, deferred := p.sweepOne(ctx, rec, meta, owner, i)
+		out, f := p.sweepOne(ctx, rec, meta, owner, i)
 		switch {
-		case deferred:
+		case f == fateSetAside:
 			rep.Deferred++
+		case f == fateBackoff:
+			rep.Backoff++
 		case rec.Status == driver.StatusSucceeded:
 			rep.Finished++
 		default:
@@ -88,15 +91,25 @@ func (p *Pipeline) Sweep(ctx context.Context, meta Meta, o SweepOptions) (SweepR
 		}
 	}
 	p.Log.InfoContext(ctx, "sweep done", "scanned", rep.Scanned, "redriven", rep.Redriven, "finished", rep.Finished,
-		"deferred", rep.Deferred, "skipped", rep.Skipped, "oldest_age_s", oldestAgeSeconds(cands))
+		"deferred", rep.Deferred, "backoff", rep.Backoff, "skipped", rep.Skipped, "oldest_age_s", oldestAgeSeconds(cands))
 	return rep, nil
 }
 
+// fate is what the sweep did with a record: took it up (re-driven or
+// finished), set it aside, or left it in its back-off.
+type fate int
+
+const (
+	fateTakenUp fate = iota
+	fateSetAside
+	fateBackoff
+)
+
 // sweepOne takes up rec's pending finish or re-drives it, and reports
-// whether it set rec aside. A panic there (a bug reading its input, say)
+// its fate. A panic there (a bug reading its input, say)
 // sets rec aside too: the sweep goes on to the others, and later sweeps do
 // not meet rec first on every run.
-func (p *Pipeline) sweepOne(ctx context.Context, rec driver.Record, meta Meta, owner string, i int) (out Outcome, deferred bool) {
+func (p *Pipeline) sweepOne(ctx context.Context, rec driver.Record, meta Meta, owner string, i int) (out Outcome, f fate) {
 	defer func() {
 		if v := recover(); v != nil {
 			c := logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
@@ -109,11 +122,11 @@ func (p *Pipeline) sweepOne(ctx context.Context, rec driver.Record, meta Meta, o
 			if now, err := p.Engine.Get(rc, rec.Key); err == nil {
 				rec = now
 			}
-			out, deferred = p.setAside(c, o, rec, readBackoff, idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))), true
+			out, f = p.setAside(c, o, rec, readBackoff, idempotency.Retryable("panic", fmt.Errorf("panic: %v", v))), fateSetAside
 		}
 	}()
 	if rec.Status == driver.StatusSucceeded {
-		return p.refinish(ctx, rec, meta, owner), false
+		return p.refinish(ctx, rec, meta, owner), fateTakenUp
 	}
 	return p.redrive(ctx, rec, meta, fmt.Sprintf("%s#%d", owner, i))
 }
@@ -162,13 +175,13 @@ const (
 // or names an unknown task type, the record is taken over and recorded
 // FAILED_FINAL, so that its delivery ends in the dead-letter queue, from
 // which it is replayed.
-func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, owner string) (Outcome, bool) {
+func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, owner string) (Outcome, fate) {
 	ctx = p.traceRecord(ctx, rec)
 	ctx = logx.With(ctx, slog.String("idempotency_key", rec.Key), slog.String("request_id", rec.OriginRequestID))
 	o := Outcome{IdempotencyKey: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, RequestID: rec.OriginRequestID}
 	rs, err := p.Results(ctx, meta.Credentials)
 	if err != nil {
-		return failure(o, classifyResultErr("result store", err)), false
+		return failure(o, classifyResultErr("result store", err)), fateTakenUp
 	}
 	t, k, err := p.storedTask(ctx, rs, rec)
 	missing, age, aged := errors.Is(err, ossresult.ErrNotFound), time.Duration(0), false
@@ -178,30 +191,33 @@ func (p *Pipeline) redrive(ctx context.Context, rec driver.Record, meta Meta, ow
 	switch class, _ := idempotency.Classify(err); {
 	case err == nil:
 		out := p.runKeyed(ctx, t, k, meta, owner)
-		if out.Decision != DecisionRejected {
-			return out, out.ErrorType == retryLater // in its back-off: left for a later sweep
+		switch {
+		case out.ErrorType == retryLater: // in its back-off: left for FC's retry or a later sweep
+			return out, fateBackoff
+		case out.Decision != DecisionRejected:
+			return out, fateTakenUp
 		}
 		// Refused before any claim (a limit lowered since, notify no longer
 		// configured): without an answer of its own the record would head
 		// every sweep. A FINAL refusal ends it; another sets it aside.
 		cause := idempotency.Retryable(out.ErrorType, errors.New(out.ErrorMessage))
 		if out.Retryable != nil && !*out.Retryable {
-			return p.abandon(ctx, rs, rec, owner, idempotency.Final(out.ErrorType, errors.New(out.ErrorMessage))), false
+			return p.abandon(ctx, rs, rec, owner, idempotency.Final(out.ErrorType, errors.New(out.ErrorMessage))), fateTakenUp
 		}
-		return p.setAside(ctx, o, rec, readBackoff, cause), true
+		return p.setAside(ctx, o, rec, readBackoff, cause), fateSetAside
 	case missing && !aged:
 		return p.setAside(ctx, o, rec, readBackoff, idempotency.Retryable("input_missing",
-			errors.New("no input.json, and the record's age unknown (its read failed, or it changed since listed): left for a later sweep"))), true
+			errors.New("no input.json, and the record's age unknown (its read failed, or it changed since listed): left for a later sweep"))), fateSetAside
 	case missing && age < inputHorizon:
 		return p.setAside(ctx, o, rec, inputHorizon-age, idempotency.Retryable("input_missing",
-			fmt.Errorf("no input.json yet: left to FC's retry until %s", time.Now().Add(inputHorizon-age).Format(time.RFC3339)))), true
+			fmt.Errorf("no input.json yet: left to FC's retry until %s", time.Now().Add(inputHorizon-age).Format(time.RFC3339)))), fateSetAside
 	case missing:
 		return p.abandon(ctx, rs, rec, owner, idempotency.Final("input_missing",
-			errors.New("no input.json (the worker died before saving it): replay from the dead-letter queue"))), false
+			errors.New("no input.json (the worker died before saving it): replay from the dead-letter queue"))), fateTakenUp
 	case class == idempotency.ClassFinal:
-		return p.abandon(ctx, rs, rec, owner, err), false
+		return p.abandon(ctx, rs, rec, owner, err), fateTakenUp
 	default:
-		return p.setAside(ctx, o, rec, readBackoff, err), true
+		return p.setAside(ctx, o, rec, readBackoff, err), fateSetAside
 	}
 }
 

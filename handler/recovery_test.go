@@ -910,8 +910,8 @@ func TestNotifyIsBoundedByTheFinishLease(t *testing.T) {
 }
 
 // Issue 20 case 8, the sweeper's side: a retryable failure still in its
-// back-off is left for a later sweep (counted set aside), not run again
-// and not given up.
+// back-off is left for a later sweep (counted as backoff, not as set aside:
+// issue 39), not run again and not given up.
 func TestSweeperLeavesARetryableFailureInItsBackoff(t *testing.T) {
 	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		m := &model{fn: func(_ context.Context, n int32, _ llm.Request) (llm.Response, error) {
@@ -926,7 +926,7 @@ func TestSweeperLeavesARetryableFailureInItsBackoff(t *testing.T) {
 			t.Fatalf("first: %+v", o)
 		}
 		rep, err := rg.p.Sweep(context.Background(), handler.Meta{}, handler.SweepOptions{})
-		if err != nil || rep.Deferred != 1 || rep.Redriven != 0 || m.calls.Load() != 1 {
+		if err != nil || rep.Backoff != 1 || rep.Deferred != 0 || rep.Redriven != 0 || m.calls.Load() != 1 {
 			t.Fatalf("sweep %+v %v, model calls %d", rep, err, m.calls.Load())
 		}
 		if rec, _ := store.Get(context.Background(), derive(t, data).Key); rec.Status != driver.StatusFailedRetryable || rec.Attempt != 1 {

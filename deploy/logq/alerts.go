@@ -43,6 +43,7 @@ var Fields = []Field{
 	{"finished", "long", "sweep: SUCCEEDED tasks whose publish or notify was completed"},
 	{"skipped", "long", "sweep: candidates left for the next run"},
 	{"deferred", "long", "sweep: candidates set aside (no input.json yet, or it could not be read)"},
+	{"backoff", "long", "sweep: candidates still in a retryable failure's back-off, not run (FC's retry or a later sweep runs them)"},
 	{"oldest_age_s", "long", "sweep: age of the oldest candidate since its first claim, in seconds"},
 	{"trace_id", "text", "W3C trace id the line's work runs under: the task event's traceparent, else the invocation's, else a new one"},
 }

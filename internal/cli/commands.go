@@ -255,7 +255,7 @@ func setupSweep(flags *flag.FlagSet) action {
 		return r.withApp(ctx, checkSchema, func(a *app.App) int {
 			progress := throttle(*every, func(rep handler.SweepReport) {
 				a.Log.InfoContext(ctx, "sweep progress", "scanned", rep.Scanned, "taken_up", len(rep.Results),
-					"redriven", rep.Redriven, "finished", rep.Finished, "deferred", rep.Deferred)
+					"redriven", rep.Redriven, "finished", rep.Finished, "deferred", rep.Deferred, "backoff", rep.Backoff)
 			})
 			rep, err := a.Pipeline.Sweep(ctx, handler.Meta{RequestID: "sweep-cli", RetryCount: -1},
 				handler.SweepOptions{Limit: *limit, Budget: *budget, Grace: *grace, Progress: progress})
