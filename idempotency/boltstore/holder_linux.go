@@ -29,11 +29,15 @@ func holderOf(path string) string {
 		return "another process"
 	}
 	defer f.Close()
+	// The file as /proc/locks names it: major:minor (hex) of its device, and its inode.
+	dev := uint64(st.Dev) // a uint32 on some architectures
+	major, minor := (dev>>8)&0xfff|(dev>>32)&^uint64(0xfff), dev&0xff|(dev>>12)&^uint64(0xff)
+	file := fmt.Sprintf("%02x:%02x:%d", major, minor, st.Ino)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter's line has "->" after the id.
+		// "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5678 0 EOF"; a waiter's line has "->" after the id.
 		fields := strings.Fields(strings.Replace(sc.Text(), "->", "", 1))
-		if len(fields) < 6 || fields[1] != "FLOCK" || !strings.HasSuffix(fields[5], ":"+strconv.FormatUint(st.Ino, 10)) {
+		if len(fields) < 6 || fields[1] != "FLOCK" || fields[5] != file {
 			continue
 		}
 		pid, err := strconv.Atoi(fields[4])
