@@ -28,7 +28,7 @@ import (
 var commands = []command{
 	{"serve", "", "serve FC: the go1 runtime when FC_RUNTIME_API is set, else the custom-runtime HTTP server (what FC runs)",
 		join(envPipeline, []string{"FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT", "FC_RUNTIME_API"}), setupServe},
-	{"invoke", "--event FILE [--request-id ID]", "run one event in-process and print the outcome JSON", envPipeline, setupInvoke},
+	{"invoke", "--event FILE [--request-id ID]", "run one event in-process and print the outcome JSON (the offline model unless LLM_MODEL names one)", envPipeline, setupInvoke},
 	{"validate", "--event FILE", "parse and check one event as the function would, without a store or a model: its kind, limits, key, payload hash, fingerprint and docs/schema verdict",
 		[]string{"KEY_FALLBACK", "NOTIFY_ALLOWED_HOSTS"}, setupValidate},
 	{"migrate", "[--create-database]", "apply the MySQL schema (MYSQL_DSN); idempotent", []string{"MYSQL_DSN"}, setupMigrate},
