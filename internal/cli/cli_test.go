@@ -241,6 +241,8 @@ func TestUsageErrors(t *testing.T) {
 		{"an unknown log level", nil, []string{"stats", "--log-level", "loud"}, "stats", `--log-level "loud": want debug, info, warn or error`},
 		{"migrate without MYSQL_DSN", nil, []string{"migrate"}, "migrate", "MYSQL_DSN is not set"},
 		{"bad configuration", []string{"LEASE_SECONDS=0"}, []string{"stats"}, "configuration", "LEASE_SECONDS: want a whole number"},
+		{"objects expiring within FC's redeliveries", []string{"OBJECT_EXPIRE_DAYS=1"}, []string{"stats"}, "configuration",
+			`OBJECT_EXPIRE_DAYS: want a whole number from 2 to 3650, got "1"`},
 		{"retention under the floor", []string{"RETENTION_DAYS=7"}, []string{"purge"}, "configuration", "RETENTION_DAYS: want a whole number from 8"},
 		{"purge of a day", nil, []string{"purge", "--older-than", "24h"}, "purge", "--older-than: want from 8d (FC may redeliver an event for up to 7 days)"},
 		{"purge without a limit", nil, []string{"purge", "--limit", "0"}, "purge", "--limit and --budget must be positive"},
