@@ -54,7 +54,7 @@ func open(w io.Writer, command string, level slog.Level) (*app.App, error) {
 	// The start line says what answered, not only what is configured
 	// (bounded: a store that does not answer is reported, not waited for).
 	pctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-	store, fast := a.Answered(pctx)
+	store, fast := a.Answered(pctx, command == "migrate")
 	cancel()
 	log.Info("backends", append(append([]any{"command", command}, backends(cfg)...),
 		"store_answered", store, "fast_answered", fast)...)
