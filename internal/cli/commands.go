@@ -58,15 +58,27 @@ func setupInvoke(flags *flag.FlagSet) action {
 		if body == nil {
 			return code
 		}
+		if *reqID == "" {
+			*reqID = "local-" + strconv.Itoa(os.Getpid())
+		}
 		if err := overBodyLimit(body); err != nil {
-			printJSON(r.stdout, handler.ErrorReply("", err).Body)
+			printJSON(r.stdout, handler.ErrorReply(*reqID, err).Body)
 			return ExitFailed
 		}
-		return r.withApp(ctx, checkOutcome, func(a *app.App) int {
-			if *reqID == "" {
-				*reqID = "local-" + strconv.Itoa(os.Getpid())
+		meta := handler.Meta{RequestID: *reqID, RetryCount: -1}
+		// A store that cannot be used is answered as the function would
+		// answer it: the event keyed, each task failed with the store's error.
+		r.unusable = func(p *handler.Pipeline, redact func(string) string, err error, code int) int {
+			rep := p.Unavailable(ctx, body, meta, err)
+			printJSON(r.stdout, []byte(redact(string(rep.Body))))
+			if _, c := idempotency.Classify(err); rep.ErrorType == c || rep.ErrorType == "batch_failed" ||
+				rep.ErrorType == hevent.TypeInvalidBatch {
+				return code
 			}
-			rep := a.Pipeline.Handle(ctx, body, handler.Meta{RequestID: *reqID, RetryCount: -1})
+			return outcomeExit(true, rep.ErrorType) // the event refused on its own: no retry helps
+		}
+		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			rep := a.Pipeline.Handle(ctx, body, meta)
 			printJSON(r.stdout, rep.Body)
 			return outcomeExit(rep.Status != 200, rep.ErrorType)
 		})

@@ -116,14 +116,50 @@ func TestInvokeSampleBatchOffline(t *testing.T) {
 }
 
 // With the store down, `main invoke` still prints the outcome JSON
-// (docs/events.md), store_unavailable and retryable, and exits 4.
+// (docs/events.md), store_unavailable and retryable, and exits 4. The
+// outcome names K and the event's request id, as any answer does once they
+// can be derived; an event refused on its own is answered with its refusal
+// (nothing a retry can mend: exit 1), under the invocation's request id.
 func TestInvokeStoreDownPrintsOutcome(t *testing.T) {
-	setEnv(t, "MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s")
-	stdout, stderr, code := cli("invoke", "--event", event("eventbridge-single.json"))
-	o := outcome(t, stdout)
-	if code != ExitStoreUnavailable || o["errorType"] != "store_unavailable" || o["retryable"] != true || o["status"] != "REJECTED" {
-		t.Fatalf("exit %d, %v\n%s", code, o, stderr)
+	const k = "fde778c5a488457dfd290d1e00c57a173481ee6ac8a5884c2b9a57edfcf80f4c" // eventbridge-single.json's (docs/events.md)
+	tests := []struct {
+		name, file, errorType, key, requestID string
+		retryable                             bool
+		exit                                  int
+	}{
+		{"a valid event", event("eventbridge-single.json"), "store_unavailable", k, "req-2f6c1e9a7b3d4e58", true, ExitStoreUnavailable},
+		{"an event without tenant_id", event("invalid-missing-tenant.json"), "invalid_request", "", "local-test", false, ExitFailed},
 	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			setEnv(t, "MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s")
+			stdout, stderr, code := cli("invoke", "--request-id", "local-test", "--event", tc.file)
+			o := outcome(t, stdout)
+			if code != tc.exit || o["errorType"] != tc.errorType || o["retryable"] != tc.retryable || o["status"] != "REJECTED" ||
+				o["idempotency_key"] != tc.key || o["request_id"] != tc.requestID {
+				t.Fatalf("exit %d, %v\n%s", code, o, stderr)
+			}
+			if !strings.Contains(lastLine(stderr), "durable store unavailable") {
+				t.Fatalf("stderr does not say the store failed:\n%s", stderr)
+			}
+		})
+	}
+	t.Run("a batch", func(t *testing.T) {
+		setEnv(t, "MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s")
+		stdout, stderr, code := cli("invoke", "--event", event("eventbridge-batch.json"))
+		var out struct {
+			Results   []map[string]any `json:"results"`
+			ErrorType string           `json:"errorType"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != ExitStoreUnavailable || out.ErrorType != "batch_failed" || len(out.Results) != 3 {
+			t.Fatalf("exit %d, %v\n%s%s", code, err, stdout, stderr)
+		}
+		for i, r := range out.Results {
+			if r["errorType"] != "store_unavailable" || r["idempotency_key"] == "" || r["request_id"] == "" {
+				t.Errorf("member %d: %v", i, r)
+			}
+		}
+	})
 }
 
 // One row per exit code a command can end with.

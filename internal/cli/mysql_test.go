@@ -77,7 +77,8 @@ func TestBeforeMigrate(t *testing.T) {
 			stdout, stderr, code := cli(args...)
 			msg := lastLine(stderr)
 			if args[0] == "invoke" { // it answers with the outcome, as the function would
-				if o := outcome(t, stdout); o["errorType"] != app.CodeSchemaMissing || o["retryable"] != true {
+				if o := outcome(t, stdout); o["errorType"] != app.CodeSchemaMissing || o["retryable"] != true ||
+					len(o["idempotency_key"].(string)) != 64 {
 					t.Fatalf("invoke: outcome %v", o)
 				}
 				stdout = ""

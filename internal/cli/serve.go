@@ -120,21 +120,22 @@ type storeCheck int
 const (
 	checkNone   storeCheck = iota // the command checks for itself (migrate)
 	checkSchema                   // answers and is migrated (app.Warm)
-	// checkOutcome is checkSchema for a command that answers with an
-	// outcome (invoke): a store that fails the check is answered with the
-	// outcome JSON the function would give, on stdout, as well.
-	checkOutcome
 )
 
 // withApp opens the wired function for the command r names, checks the
 // store as asked and runs fn; the function is closed after (flushing the
-// decision counters to the store).
+// decision counters to the store). A command that answers with an outcome
+// (invoke) sets r.unusable, which answers a function that could not be
+// opened or whose store failed its check.
 func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App) int) int {
 	a, err := open(r.stderr, r.name, r.logLevel)
 	if err != nil {
 		code := openFailed(r.stderr, err)
-		if check == checkOutcome && code != ExitUsage {
-			printJSON(r.stdout, handler.ErrorReply("", err).Body)
+		if r.unusable != nil && code != ExitUsage {
+			cfg, _ := config.Load(os.Getenv) // it loaded: the error came after
+			red := &logx.Redactor{}
+			red.Add(app.Secrets(cfg)...)
+			return r.unusable(app.Judge(cfg, logx.New(io.Discard, slog.LevelError, red)), red.Redact, err, code)
 		}
 		return code
 	}
@@ -143,11 +144,12 @@ func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App)
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := a.Warm(wctx)
 		cancel()
-		if err != nil && check == checkOutcome {
-			printJSON(r.stdout, []byte(a.Redactor.Redact(string(handler.ErrorReply("", err).Body))))
-		}
 		if err != nil {
-			return r.fail(err, a.Redactor.Redact)
+			code := r.fail(err, a.Redactor.Redact)
+			if r.unusable != nil {
+				return r.unusable(a.Pipeline, a.Redactor.Redact, err, code)
+			}
+			return code
 		}
 	}
 	return fn(a)
