@@ -239,6 +239,7 @@ func TestUsageErrors(t *testing.T) {
 		{"stats of fractional days", nil, []string{"stats", "--since", "1.5d"}, "stats", `invalid value "1.5d" for flag -since`},
 		{"stats since nothing", nil, []string{"stats", "--since", "0s"}, "stats", "--since must be positive"},
 		{"an unknown log level", nil, []string{"stats", "--log-level", "loud"}, "stats", `--log-level "loud": want debug, info, warn or error`},
+		{"serve on no port", nil, []string{"serve", "--listen", "127.0.0.1"}, "serve", `--listen "127.0.0.1": want host:port`},
 		{"migrate without MYSQL_DSN", nil, []string{"migrate"}, "migrate", "MYSQL_DSN is not set"},
 		{"bad configuration", []string{"LEASE_SECONDS=0"}, []string{"stats"}, "configuration", "LEASE_SECONDS: want a whole number"},
 		{"objects expiring within FC's redeliveries", []string{"OBJECT_EXPIRE_DAYS=1"}, []string{"stats"}, "configuration",

@@ -90,7 +90,22 @@ func openFailed(w io.Writer, err error) int {
 	return exitCode(err)
 }
 
-func serve(ctx context.Context, r *run) int {
+// listenAddr is where the custom-runtime server listens: listen when given,
+// else every interface inside FC (FC reaches the server from outside the
+// instance: 0.0.0.0 on the configured port) and loopback elsewhere, for
+// the server has no authentication of its own and a laptop's is not FC's
+// network.
+func listenAddr(listen string, port int, getenv func(string) string) string {
+	switch {
+	case listen != "":
+		return listen
+	case inFC(getenv):
+		return net.JoinHostPort("0.0.0.0", strconv.Itoa(port))
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+func serve(ctx context.Context, r *run, listen string) int {
 	a, err := open(r.stdout, "serve", r.logLevel) // FC collects stdout into the function's log store
 	if err != nil {
 		return openFailed(r.stderr, err)
@@ -105,7 +120,7 @@ func serve(ctx context.Context, r *run) int {
 	}
 	api := &httpapi.API{Pipeline: a.Pipeline, Log: a.Log} // the HTTP trigger's routes (docs/api.md)
 	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Hooks: hooks, Log: a.Log, API: api.Serve}
-	addr := net.JoinHostPort("0.0.0.0", strconv.Itoa(a.Cfg.ListenPort))
+	addr := listenAddr(listen, a.Cfg.ListenPort, os.Getenv)
 	err = srv.ListenAndServe(ctx, addr, func(bound net.Addr) { a.Log.Info("listening", "addr", bound.String()) })
 	if err != nil {
 		a.Log.Error("server stopped", "error", err.Error())
