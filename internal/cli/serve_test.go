@@ -1,14 +1,14 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
 // The server has no authentication of its own: outside FC it listens on
@@ -48,31 +48,13 @@ func TestListenAddr(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a buffer the server's goroutines and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // `main serve --listen` serves where it is told and says so.
 func TestServeListen(t *testing.T) {
 	setEnv(t)
 	for _, v := range fcRuntimeVars {
 		t.Setenv(v, "")
 	}
-	var out lockedBuffer
+	var out proc.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() { done <- serve(ctx, &run{name: "serve", stdout: &out, stderr: &out}, "127.0.0.1:0") }()
