@@ -161,29 +161,3 @@ func TestInvokeStoreDownPrintsOutcome(t *testing.T) {
 		}
 	})
 }
-
-// One row per exit code a command can end with.
-func TestExitCodes(t *testing.T) {
-	tests := []struct {
-		name string
-		env  []string
-		args []string
-		want int
-	}{
-		{"success", nil, []string{"invoke", "--event", event("eventbridge-single.json")}, ExitOK},
-		{"task failed", nil, []string{"invoke", "--event", event("invalid-missing-tenant.json")}, ExitFailed},
-		{"bad usage", nil, []string{"invoke"}, ExitUsage},
-		{"not found: inspect", nil, []string{"inspect", "--key", strings.Repeat("a", 64)}, ExitNotFound},
-		{"not found: replay", nil, []string{"replay", "--key", strings.Repeat("a", 64), "--reason", "r", "--operator", "o"}, ExitNotFound},
-		{"store unavailable", []string{"MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s"}, []string{"invoke", "--event", event("eventbridge-single.json")}, ExitStoreUnavailable},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			setEnv(t, tc.env...)
-			stdout, stderr, code := cli(tc.args...)
-			if code != tc.want {
-				t.Fatalf("exit %d, want %d\n%s%s", code, tc.want, stdout, stderr)
-			}
-		})
-	}
-}
