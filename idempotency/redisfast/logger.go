@@ -15,8 +15,14 @@ import (
 // stays one JSON object (docs/operations.md, Log fields). Each line is
 // logged with the context go-redis was given, so a handler that reads its
 // fields from the context (the template's logx) adds the request's. go-redis
-// has one logger per process: the last call wins.
-func SetLogger(log *slog.Logger) { redis.SetLogger(slogLogger{log}) }
+// has one logger per process: the last call wins. A nil log drops the lines
+// (for a client closed while one of its dials is still under way).
+func SetLogger(log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	redis.SetLogger(slogLogger{log})
+}
 
 // slogLogger is go-redis's logging interface (redis.SetLogger) on slog.
 type slogLogger struct{ log *slog.Logger }

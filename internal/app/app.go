@@ -99,7 +99,11 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 			a.Close()
 			return nil, err
 		}
-		a.closers = append(a.closers, rdb.Close)
+		// go-redis's own lines are JSON like every other (one logger per
+		// process); once the client is closed, a dial of it still under way
+		// has nothing to say.
+		redisfast.SetLogger(log)
+		a.closers = append(a.closers, func() error { defer redisfast.SetLogger(nil); return rdb.Close() })
 		a.redis = rdb
 		fast, err := redisfast.New(rdb, cfg.DedupTTL, redisfast.WithKeyPrefix(cfg.RedisKeyPrefix))
 		if err != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/dev/proc"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
@@ -102,7 +102,7 @@ func TestStartupLine(t *testing.T) {
 		assertNoSecret(t, stderr)
 	})
 	t.Run("the server", func(t *testing.T) {
-		var out bytes.Buffer
+		var out proc.Buffer
 		a, err := open(&out, "serve", slog.LevelInfo)
 		if err != nil {
 			t.Fatal(err)
@@ -155,7 +155,7 @@ func TestStartupLineSaysWhatAnswered(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			setEnv(t, tc.env...)
-			var out bytes.Buffer
+			var out proc.Buffer
 			a, err := open(&out, "serve", slog.LevelInfo)
 			if err != nil {
 				t.Fatal(err)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
 // setEnv clears every variable the binary reads, then sets kv ("NAME=value"),
@@ -31,9 +31,10 @@ func setEnv(t *testing.T, kv ...string) {
 	}
 }
 
-// cli runs the binary in-process.
+// cli runs the binary in-process. Its output is written under a lock, as
+// a file is: go-redis's own lines come from its pool's goroutines.
 func cli(args ...string) (stdout, stderr string, code int) {
-	var out, errb bytes.Buffer
+	var out, errb proc.Buffer
 	code = Run(args, &out, &errb)
 	return out.String(), errb.String(), code
 }

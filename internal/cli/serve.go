@@ -18,7 +18,6 @@ import (
 	"github.com/idemgate/idemgate/handler/httpapi"
 	"github.com/idemgate/idemgate/handler/llm"
 	"github.com/idemgate/idemgate/idempotency"
-	"github.com/idemgate/idemgate/idempotency/redisfast"
 	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/config"
 	"github.com/idemgate/idemgate/internal/logx"
@@ -45,7 +44,6 @@ func open(w io.Writer, command string, level slog.Level) (*app.App, error) {
 	red := &logx.Redactor{}
 	log := logx.New(w, level, red)
 	slog.SetDefault(log)
-	redisfast.SetLogger(log) // go-redis's own lines, JSON like every other
 	a, err := app.Open(cfg, log, red)
 	if err != nil {
 		log.Info("backends", append([]any{"command", command}, backends(cfg)...)...)
