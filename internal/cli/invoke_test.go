@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
@@ -160,4 +162,22 @@ func TestInvokeStoreDownPrintsOutcome(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A function that cannot even be opened (its embedded store held by another
+// process) answers invoke as one whose store fails its check: the event
+// keyed, the failure said, retryable.
+func TestInvokeUnopenedStoreKeysTheEvent(t *testing.T) {
+	setEnv(t)
+	store, err := boltstore.Open(os.Getenv("STATE_DIR"), time.Second) // holds the file's lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	stdout, stderr, code := cli("invoke", "--event", event("eventbridge-single.json"))
+	o := outcome(t, stdout)
+	if code == ExitOK || code == ExitUsage || o["retryable"] != true || o["status"] != "REJECTED" ||
+		o["idempotency_key"] != "fde778c5a488457dfd290d1e00c57a173481ee6ac8a5884c2b9a57edfcf80f4c" || o["request_id"] != "req-2f6c1e9a7b3d4e58" {
+		t.Fatalf("exit %d, %v\n%s", code, o, stderr)
+	}
 }
