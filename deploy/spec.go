@@ -210,7 +210,7 @@ func newInputs() inputs {
 			Doc: "logstore the stack creates in LogProject, with the index and alerts of docs/operations.md; it names the alerts"},
 		alertActionPolicy: &Input{Param: "AlertActionPolicyId",
 			Doc: "SLS action policy the alerts notify through (Log Service → Alerts → Notification policies → Action policies)"},
-		expireDays: &Input{Env: "OBJECT_EXPIRE_DAYS", Param: "ObjectExpireDays", Default: Lit("30"), Number: true, MinValue: 2,
+		expireDays: &Input{Env: "OBJECT_EXPIRE_DAYS", Param: "ObjectExpireDays", Default: Lit("30"), Number: true, MinValue: config.MinObjectExpireDays,
 			Doc: "days after which input.json and attempt outputs expire (approved results stay); replay --key needs input.json; purged keys keep a tombstone 2 days longer"},
 		notifyAllowedHosts: &Input{Env: "NOTIFY_ALLOWED_HOSTS", Param: "NotifyAllowedHosts", Default: Lit(""),
 			Doc: "hosts notify.url may name (docs/operations.md); empty = every notify refused"},

@@ -85,9 +85,15 @@ func (p *Pipeline) Handle(ctx context.Context, body []byte, meta Meta) (r Reply)
 // it or sends it whole to the dead-letter queue; members that succeeded are
 // answered from their records on the retry.
 func (p *Pipeline) batch(ctx context.Context, inv *event.Invocation, batchErr error, meta Meta) Reply {
+	return p.batchOf(ctx, inv, batchErr, meta, func(t *event.Task, owner string) Outcome { return p.runTask(ctx, t, meta, owner) })
+}
+
+// batchOf answers a batch whose valid members run answers.
+func (p *Pipeline) batchOf(ctx context.Context, inv *event.Invocation, batchErr error, meta Meta,
+	run func(t *event.Task, owner string) Outcome) Reply {
 	results := make([]Outcome, inv.Size)
 	for _, t := range inv.Tasks {
-		results[t.Index] = p.runTask(ctx, t, meta, fmt.Sprintf("%s#%d", meta.RequestID, t.Index))
+		results[t.Index] = run(t, fmt.Sprintf("%s#%d", meta.RequestID, t.Index))
 	}
 	for _, e := range inv.Rejected {
 		if e.Index >= 0 && e.Index < len(results) {

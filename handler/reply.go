@@ -55,10 +55,11 @@ func reply(v any, failed bool, errType string) Reply {
 	return Reply{Status: http.StatusOK, Body: body}
 }
 
-// ErrorReply is the answer to an invocation the function could not take
-// up at all (its store does not answer, so nothing was parsed, claimed or
-// run): the outcome of docs/design.md §9 with err's class and code, which
-// `main invoke` prints as it prints every other answer.
+// ErrorReply is the answer to an invocation refused before its body is
+// read (`main invoke` of a body over the limit): the outcome of
+// docs/design.md §9 with err's class and code, which `main invoke` prints
+// as it prints every other answer. A store that cannot be used is
+// answered by Unavailable, which keys the events first.
 func ErrorReply(requestID string, err error) Reply {
 	o := failure(Outcome{RequestID: requestID}, err)
 	return reply(o, true, o.ErrorType)

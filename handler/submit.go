@@ -42,6 +42,13 @@ func (p *Pipeline) Submit(ctx context.Context, data []byte, key string, meta Met
 	return p.runTask(ctx, t, meta, meta.RequestID)
 }
 
+// msgKeyDiffers refuses a body whose idempotency_key is not the header's.
+// The header is required (docs/api.md, as the IETF Idempotency-Key draft
+// has a route that requires it answer 400 without it): the body's key alone
+// is key-missing, so the message offers only what is accepted.
+const msgKeyDiffers = "idempotency_key in the body differs from the Idempotency-Key header: " +
+	"send the same key in both, or leave it out of the body (the header is required)"
+
 // taskOf reads data as the data of a task event whose idempotency_key is key,
 // with the rules an event's data meets (event.TaskFromData).
 func (p *Pipeline) taskOf(data []byte, key string, meta Meta) (*event.Task, error) {
@@ -58,7 +65,7 @@ func (p *Pipeline) taskOf(data []byte, key string, meta Meta) (*event.Task, erro
 		}
 	case t.IdempotencyKey != key:
 		return nil, idempotency.Final(event.TypeInvalidRequest,
-			errors.New("idempotency_key in the body differs from the Idempotency-Key header: send one of them, or the same"))
+			errors.New(msgKeyDiffers))
 	}
 	t.EventSource, t.EventID = HTTPEventSource, meta.RequestID
 	return t, nil

@@ -330,3 +330,36 @@ func TestKeyFallbackLookup(t *testing.T) {
 		})
 	}
 }
+
+// The header is the key and is required (docs/api.md, the IETF
+// Idempotency-Key draft): a body's idempotency_key alone is key-missing,
+// another one beside the header is refused with a message that offers only
+// what is accepted, and the same one in both runs the task.
+func TestKeyInTheBodyAndTheHeader(t *testing.T) {
+	srv := api(t, nil)
+	withKey := func(k string) string {
+		return `{"tenant_id":"acme","task_type":"summarize","operation":"summarize","idempotency_key":"` + k + `","input":{"content":"keyed"}}`
+	}
+	cases := []struct {
+		name, header, body string
+		status             int
+		typ, detail        string
+	}{
+		{"only the body's key", "", withKey("k9"), 400, idemhttp.TypeKeyMissing, "requires the Idempotency-Key header"},
+		{"another key in the body", `"k9"`, withKey("k10"), 400, idemhttp.TypeMalformedBody,
+			"differs from the Idempotency-Key header: send the same key in both, or leave it out of the body (the header is required)"},
+		{"the same key in both", `"k9"`, withKey("k9"), 200, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, m := call(t, srv, "POST", "/tasks", c.header, c.body, nil)
+			detail, _ := m["detail"].(string)
+			if resp.StatusCode != c.status || c.typ != "" && m["type"] != c.typ || !strings.Contains(detail, c.detail) {
+				t.Fatalf("%d %v; want %d %s saying %q", resp.StatusCode, m, c.status, c.typ, c.detail)
+			}
+			if strings.Contains(detail, "send one of them") {
+				t.Fatalf("the answer offers the body's key alone, which is key-missing: %q", detail)
+			}
+		})
+	}
+}

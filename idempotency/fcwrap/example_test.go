@@ -2,6 +2,7 @@ package fcwrap_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -34,18 +35,22 @@ func charge(ctx context.Context, o Order) (Receipt, error) {
 }
 
 // demo delivers one order three times, as FC may: the handler runs once,
-// the repeats get the stored Receipt.
-func demo(store driver.Store) {
-	// The three lines that make charge idempotent (fc.Start(handler) in main):
+// the repeats get the stored Receipt. (docs/library.md quotes it.)
+func demo(store driver.Store) error {
+	// The lines that make charge idempotent:
 	eng := idempotency.New(store)
-	key, _ := fcwrap.JMESPath[Order]("[tenant_id, order_id]")
-	handler := fcwrap.Wrap(eng, key, charge)
+	key, err := fcwrap.JMESPath[Order]("[tenant_id, order_id]") // or fcwrap.Key[Order](func(o Order) (string, error) {…})
+	if err != nil {
+		return err
+	}
+	handler := fcwrap.Wrap(eng, key, charge) // charge: func(context.Context, Order) (Receipt, error); fc.Start(handler) in main
 
 	for i, requestID := range []string{"fc-req-1", "fc-req-1", "fc-req-2"} {
 		ctx := fccontext.NewContext(context.Background(), &fccontext.FcContext{RequestID: requestID, RetryCount: i})
 		r, err := handler(ctx, Order{TenantID: "acme", OrderID: "o-7", Amount: 1200})
 		fmt.Println(r.ID, r.Charged, err)
 	}
+	return nil
 }
 
 func ExampleWrap() {
@@ -53,7 +58,9 @@ func ExampleWrap() {
 	defer os.RemoveAll(dir)
 	store, _ := boltstore.Open(dir, time.Second)
 	defer store.Close()
-	demo(store)
+	if err := demo(store); err != nil {
+		fmt.Println(err)
+	}
 	// Output:
 	// charging o-7
 	// rcpt-o-7 1200 <nil>
@@ -75,7 +82,9 @@ func ExampleWrap_mySQL() {
 		fmt.Println(err)
 		return
 	}
-	demo(store)
+	if err := demo(store); err != nil {
+		fmt.Println(err)
+	}
 	// Output:
 	// charging o-7
 	// rcpt-o-7 1200 <nil>
@@ -103,4 +112,37 @@ func ExampleWithResponseHook() {
 	// charging o-8
 	// rcpt-o-8 <nil>
 	// rcpt-o-8 (replayed, REPEAT_DONE) <nil>
+}
+
+// wrapByAmount is charge wrapped so that a repeat must match only the
+// order's amount: another amount under the same key is refused.
+func wrapByAmount(eng *idempotency.Engine, key fcwrap.Key[Order]) (func(context.Context, Order) (Receipt, error), error) {
+	payload, err := fcwrap.WithPayloadJMESPath[Order, Receipt]("amount") // an option, and an error for a bad expression
+	if err != nil {
+		return nil, err
+	}
+	return fcwrap.Wrap(eng, key, charge, payload), nil
+}
+
+// The payload a repeat must match, narrowed to the amount.
+func ExampleWithPayloadJMESPath() {
+	dir, _ := os.MkdirTemp("", "fcwrap")
+	defer os.RemoveAll(dir)
+	store, _ := boltstore.Open(dir, time.Second)
+	defer store.Close()
+	key, _ := fcwrap.JMESPath[Order]("[tenant_id, order_id]")
+	handler, err := wrapByAmount(idempotency.New(store), key)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, amount := range []int{1200, 1200, 900} {
+		r, err := handler(context.Background(), Order{TenantID: "acme", OrderID: "o-10", Amount: amount})
+		fmt.Printf("%q %v\n", r.ID, errors.Is(err, idempotency.ErrPayloadMismatch))
+	}
+	// Output:
+	// charging o-10
+	// "rcpt-o-10" false
+	// "rcpt-o-10" false
+	// "" true
 }

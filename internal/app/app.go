@@ -100,7 +100,11 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 			a.Close()
 			return nil, err
 		}
-		a.closers = append(a.closers, rdb.Close)
+		// go-redis's own lines are JSON like every other (one logger per
+		// process); once the client is closed, a dial of it still under way
+		// has nothing to say.
+		redisfast.SetLogger(log)
+		a.closers = append(a.closers, func() error { defer redisfast.SetLogger(nil); return rdb.Close() })
 		a.redis = rdb
 		fast, err := redisfast.New(rdb, cfg.DedupTTL, redisfast.WithKeyPrefix(cfg.RedisKeyPrefix))
 		if err != nil {
@@ -202,10 +206,16 @@ func (a *App) Warm(ctx context.Context) error {
 // Answered probes the durable store and the fast layer, each bounded by
 // ctx, for the start line: "answered", "none" (not configured) or what went
 // wrong, and the Redis version that answered. Results and the model are
-// used, and so checked, at the first task.
-func (a *App) Answered(ctx context.Context) (store, fast string) {
+// used, and so checked, at the first task. migrating: the command is the
+// migration itself, so a database that does not exist is said as the
+// server said it, not with the advice to run the migration.
+func (a *App) Answered(ctx context.Context, migrating bool) (store, fast string) {
 	store, fast = "answered", "none"
-	if err := a.Ping(ctx); err != nil {
+	ping := a.Ping
+	if migrating {
+		ping = a.reach
+	}
+	if err := ping(ctx); err != nil {
 		store = a.Redactor.Redact(err.Error())
 	}
 	if a.redis != nil {
@@ -223,15 +233,20 @@ func (a *App) Answered(ctx context.Context) (store, fast string) {
 // Ping checks that the durable store answers. A database that does not
 // exist is schema_missing, with the command that creates it.
 func (a *App) Ping(ctx context.Context) error {
+	err := a.reach(ctx)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1049 { // ER_BAD_DB_ERROR
+		return schemaMissing(err, "main migrate --create-database")
+	}
+	return err
+}
+
+// reach is Ping without the advice: whether the store answers.
+func (a *App) reach(ctx context.Context) error {
 	if a.MySQL == nil {
 		return nil
 	}
-	err := a.MySQL.Ping(ctx)
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1049 { // ER_BAD_DB_ERROR
-		return schemaMissing(fmt.Errorf("%w: %w", idempotency.ErrStoreUnavailable, err), "main migrate --create-database")
-	}
-	if err != nil {
+	if err := a.MySQL.Ping(ctx); err != nil {
 		return fmt.Errorf("%w: %w", idempotency.ErrStoreUnavailable, err)
 	}
 	return nil

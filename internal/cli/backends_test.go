@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/dev/proc"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
@@ -103,7 +103,7 @@ func TestStartupLine(t *testing.T) {
 		assertNoSecret(t, stderr)
 	})
 	t.Run("the server", func(t *testing.T) {
-		var out bytes.Buffer
+		var out proc.Buffer
 		a, err := open(&out, "serve", slog.LevelInfo, os.Getenv)
 		if err != nil {
 			t.Fatal(err)
@@ -156,7 +156,7 @@ func TestStartupLineSaysWhatAnswered(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			setEnv(t, tc.env...)
-			var out bytes.Buffer
+			var out proc.Buffer
 			a, err := open(&out, "serve", slog.LevelInfo, os.Getenv)
 			if err != nil {
 				t.Fatal(err)
@@ -170,5 +170,33 @@ func TestStartupLineSaysWhatAnswered(t *testing.T) {
 			}
 			assertNoSecret(t, out.String())
 		})
+	}
+}
+
+// With Redis down, go-redis's own complaints are log lines like every other:
+// every line on stderr is one JSON object (docs/operations.md), and the
+// library's dial failure is among them, not a "redis: … pool.go:…" line of
+// its own.
+func TestRedisDownEveryLineIsJSON(t *testing.T) {
+	setEnv(t, "REDIS_URL=redis://127.0.0.1:1/0")
+	stdout, stderr, code := cli("invoke", "--event", uniqueTask(t))
+	if o := outcome(t, stdout); code != ExitOK || o["status"] != "SUCCEEDED" {
+		t.Fatalf("exit %d, %v\n%s", code, o, stderr)
+	}
+	fromRedis := 0
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("a line that is not one JSON object: %q", l)
+		}
+		if m["msg"] == "redis client" {
+			fromRedis++
+			if e, _ := m["error"].(string); !strings.Contains(e, "127.0.0.1:1") || m["level"] != "WARN" {
+				t.Errorf("go-redis's line: %v", m)
+			}
+		}
+	}
+	if fromRedis == 0 {
+		t.Fatalf("no line of go-redis's among the logs:\n%s", stderr)
 	}
 }

@@ -48,6 +48,11 @@ type run struct {
 	// getenv is what the configuration is read through (nil: os.Getenv);
 	// invoke's defaults the model to the offline one (offlineUnlessChosen).
 	getenv func(string) string
+	// unusable, when set, answers an error that stops the command before
+	// it runs (the function could not be opened, or its store failed its
+	// check) with the outcome the function would give (invoke), and returns
+	// the exit code; code is the error's own (exitCode).
+	unusable func(p *handler.Pipeline, redact func(string) string, err error, code int) int
 }
 
 // Run runs the binary with args and returns its exit code.

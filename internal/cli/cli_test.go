@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/handler"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
 // setEnv clears every variable the binary reads, then sets kv ("NAME=value"),
@@ -31,9 +31,10 @@ func setEnv(t *testing.T, kv ...string) {
 	}
 }
 
-// cli runs the binary in-process.
+// cli runs the binary in-process. Its output is written under a lock, as
+// a file is: go-redis's own lines come from its pool's goroutines.
 func cli(args ...string) (stdout, stderr string, code int) {
-	var out, errb bytes.Buffer
+	var out, errb proc.Buffer
 	code = Run(args, &out, &errb)
 	return out.String(), errb.String(), code
 }
@@ -239,8 +240,11 @@ func TestUsageErrors(t *testing.T) {
 		{"stats of fractional days", nil, []string{"stats", "--since", "1.5d"}, "stats", `invalid value "1.5d" for flag -since`},
 		{"stats since nothing", nil, []string{"stats", "--since", "0s"}, "stats", "--since must be positive"},
 		{"an unknown log level", nil, []string{"stats", "--log-level", "loud"}, "stats", `--log-level "loud": want debug, info, warn or error`},
+		{"serve on no port", nil, []string{"serve", "--listen", "127.0.0.1"}, "serve", `--listen "127.0.0.1": want host:port`},
 		{"migrate without MYSQL_DSN", nil, []string{"migrate"}, "migrate", "MYSQL_DSN is not set"},
 		{"bad configuration", []string{"LEASE_SECONDS=0"}, []string{"stats"}, "configuration", "LEASE_SECONDS: want a whole number"},
+		{"objects expiring within FC's redeliveries", []string{"OBJECT_EXPIRE_DAYS=1"}, []string{"stats"}, "configuration",
+			`OBJECT_EXPIRE_DAYS: want a whole number from 2 to 3650, got "1"`},
 		{"retention under the floor", []string{"RETENTION_DAYS=7"}, []string{"purge"}, "configuration", "RETENTION_DAYS: want a whole number from 8"},
 		{"purge of a day", nil, []string{"purge", "--older-than", "24h"}, "purge", "--older-than: want from 8d (FC may redeliver an event for up to 7 days)"},
 		{"purge without a limit", nil, []string{"purge", "--limit", "0"}, "purge", "--limit and --budget must be positive"},

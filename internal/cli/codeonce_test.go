@@ -2,8 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,18 +17,7 @@ func TestErrorsSayTheirCodeOnce(t *testing.T) {
 		return func(t *testing.T) string { return taskEvent(t, data) }
 	}
 	file := func(name string) func(t *testing.T) string { return func(*testing.T) string { return event(name) } }
-	dlqOf := func(t *testing.T) string {
-		body, err := os.ReadFile(taskEvent(t, `{"tenant_id":"cli-test","task_type":"summarize"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, _ := json.Marshal(map[string]any{"requestContext": map[string]any{"requestId": "fc-1"}, "requestPayload": string(body)})
-		path := filepath.Join(t.TempDir(), "dlq.json")
-		if err := os.WriteFile(path, msg, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	dlqOf := func(t *testing.T) string { return deadLetterOf(t, `{"tenant_id":"cli-test","task_type":"summarize"}`) }
 	key := strings.Repeat("b", 64)
 	tests := []struct {
 		name  string

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -26,7 +27,7 @@ import (
 
 // commands are the operator's subcommands, in the order the usage lists them.
 var commands = []command{
-	{"serve", "", "serve FC: the go1 runtime when FC_RUNTIME_API is set, else the custom-runtime HTTP server (what FC runs)",
+	{"serve", "[--listen ADDR]", "serve FC: the go1 runtime when FC_RUNTIME_API is set, else the custom-runtime HTTP server (what FC runs); outside FC on loopback only",
 		join(envPipeline, []string{"FC_CUSTOM_LISTEN_PORT", "FC_SERVER_PORT", "FC_RUNTIME_API"}), setupServe},
 	{"invoke", "--event FILE [--request-id ID]", "run one event in-process and print the outcome JSON (the offline model unless LLM_MODEL names one)", envPipeline, setupInvoke},
 	{"validate", "--event FILE", "parse and check one event as the function would, without a store or a model: its kind, limits, key, payload hash, fingerprint and docs/schema verdict",
@@ -46,8 +47,17 @@ var commands = []command{
 	{"version", "", "print the module version and the VCS revision the binary was built from", nil, setupVersion},
 }
 
-func setupServe(*flag.FlagSet) action {
-	return func(ctx context.Context, r *run) int { return serve(ctx, r) }
+func setupServe(flags *flag.FlagSet) action {
+	listen := flags.String("listen", "", "`host:port` of the HTTP server (default: inside FC every interface, as FC requires, "+
+		"elsewhere 127.0.0.1; the port FC_CUSTOM_LISTEN_PORT, else FC_SERVER_PORT, else 9000); the server has no authentication of its own")
+	return func(ctx context.Context, r *run) int {
+		if *listen != "" {
+			if _, _, err := net.SplitHostPort(*listen); err != nil {
+				return r.badUsage("--listen %q: want host:port, such as 127.0.0.1:9000 or :9000", *listen)
+			}
+		}
+		return serve(ctx, r, *listen)
+	}
 }
 
 func setupInvoke(flags *flag.FlagSet) action {
@@ -58,16 +68,28 @@ func setupInvoke(flags *flag.FlagSet) action {
 		if body == nil {
 			return code
 		}
+		if *reqID == "" {
+			*reqID = "local-" + strconv.Itoa(os.Getpid())
+		}
 		if err := overBodyLimit(body); err != nil {
-			printJSON(r.stdout, handler.ErrorReply("", err).Body)
+			printJSON(r.stdout, handler.ErrorReply(*reqID, err).Body)
 			return ExitFailed
 		}
 		r.getenv = offlineUnlessChosen(os.Getenv)
-		return r.withApp(ctx, checkOutcome, func(a *app.App) int {
-			if *reqID == "" {
-				*reqID = "local-" + strconv.Itoa(os.Getpid())
+		meta := handler.Meta{RequestID: *reqID, RetryCount: -1}
+		// A store that cannot be used is answered as the function would
+		// answer it: the event keyed, each task failed with the store's error.
+		r.unusable = func(p *handler.Pipeline, redact func(string) string, err error, code int) int {
+			rep := p.Unavailable(ctx, body, meta, err)
+			printJSON(r.stdout, []byte(redact(string(rep.Body))))
+			if _, c := idempotency.Classify(err); rep.ErrorType == c || rep.ErrorType == "batch_failed" ||
+				rep.ErrorType == hevent.TypeInvalidBatch {
+				return code
 			}
-			rep := a.Pipeline.Handle(ctx, body, handler.Meta{RequestID: *reqID, RetryCount: -1})
+			return outcomeExit(true, rep.ErrorType) // the event refused on its own: no retry helps
+		}
+		return r.withApp(ctx, checkSchema, func(a *app.App) int {
+			rep := a.Pipeline.Handle(ctx, body, meta)
 			printJSON(r.stdout, rep.Body)
 			return outcomeExit(rep.Status != 200, rep.ErrorType)
 		})

@@ -118,39 +118,67 @@ func TestInvokeSampleBatchOffline(t *testing.T) {
 }
 
 // With the store down, `main invoke` still prints the outcome JSON
-// (docs/events.md), store_unavailable and retryable, and exits 4.
+// (docs/events.md), store_unavailable and retryable, and exits 4. The
+// outcome names K and the event's request id, as any answer does once they
+// can be derived; an event refused on its own is answered with its refusal
+// (nothing a retry can mend: exit 1), under the invocation's request id.
 func TestInvokeStoreDownPrintsOutcome(t *testing.T) {
-	setEnv(t, "MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s")
-	stdout, stderr, code := cli("invoke", "--event", event("eventbridge-single.json"))
-	o := outcome(t, stdout)
-	if code != ExitStoreUnavailable || o["errorType"] != "store_unavailable" || o["retryable"] != true || o["status"] != "REJECTED" {
-		t.Fatalf("exit %d, %v\n%s", code, o, stderr)
-	}
-}
-
-// One row per exit code a command can end with.
-func TestExitCodes(t *testing.T) {
+	const k = "fde778c5a488457dfd290d1e00c57a173481ee6ac8a5884c2b9a57edfcf80f4c" // eventbridge-single.json's (docs/events.md)
 	tests := []struct {
-		name string
-		env  []string
-		args []string
-		want int
+		name, file, errorType, key, requestID string
+		retryable                             bool
+		exit                                  int
 	}{
-		{"success", nil, []string{"invoke", "--event", event("eventbridge-single.json")}, ExitOK},
-		{"task failed", nil, []string{"invoke", "--event", event("invalid-missing-tenant.json")}, ExitFailed},
-		{"bad usage", nil, []string{"invoke"}, ExitUsage},
-		{"not found: inspect", nil, []string{"inspect", "--key", strings.Repeat("a", 64)}, ExitNotFound},
-		{"not found: replay", nil, []string{"replay", "--key", strings.Repeat("a", 64), "--reason", "r", "--operator", "o"}, ExitNotFound},
-		{"store unavailable", []string{"MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s"}, []string{"invoke", "--event", event("eventbridge-single.json")}, ExitStoreUnavailable},
+		{"a valid event", event("eventbridge-single.json"), "store_unavailable", k, "req-2f6c1e9a7b3d4e58", true, ExitStoreUnavailable},
+		{"an event without tenant_id", event("invalid-missing-tenant.json"), "invalid_request", "", "local-test", false, ExitFailed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			setEnv(t, tc.env...)
-			stdout, stderr, code := cli(tc.args...)
-			if code != tc.want {
-				t.Fatalf("exit %d, want %d\n%s%s", code, tc.want, stdout, stderr)
+			setEnv(t, "MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s")
+			stdout, stderr, code := cli("invoke", "--request-id", "local-test", "--event", tc.file)
+			o := outcome(t, stdout)
+			if code != tc.exit || o["errorType"] != tc.errorType || o["retryable"] != tc.retryable || o["status"] != "REJECTED" ||
+				o["idempotency_key"] != tc.key || o["request_id"] != tc.requestID {
+				t.Fatalf("exit %d, %v\n%s", code, o, stderr)
+			}
+			if !strings.Contains(lastLine(stderr), "durable store unavailable") {
+				t.Fatalf("stderr does not say the store failed:\n%s", stderr)
 			}
 		})
+	}
+	t.Run("a batch", func(t *testing.T) {
+		setEnv(t, "MYSQL_DSN=root@tcp(127.0.0.1:1)/idemgate?timeout=1s")
+		stdout, stderr, code := cli("invoke", "--event", event("eventbridge-batch.json"))
+		var out struct {
+			Results   []map[string]any `json:"results"`
+			ErrorType string           `json:"errorType"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != ExitStoreUnavailable || out.ErrorType != "batch_failed" || len(out.Results) != 3 {
+			t.Fatalf("exit %d, %v\n%s%s", code, err, stdout, stderr)
+		}
+		for i, r := range out.Results {
+			if r["errorType"] != "store_unavailable" || r["idempotency_key"] == "" || r["request_id"] == "" {
+				t.Errorf("member %d: %v", i, r)
+			}
+		}
+	})
+}
+
+// A function that cannot even be opened (its embedded store held by another
+// process) answers invoke as one whose store fails its check: the event
+// keyed, the failure said, retryable.
+func TestInvokeUnopenedStoreKeysTheEvent(t *testing.T) {
+	setEnv(t)
+	store, err := boltstore.Open(os.Getenv("STATE_DIR"), time.Second) // holds the file's lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	stdout, stderr, code := cli("invoke", "--event", event("eventbridge-single.json"))
+	o := outcome(t, stdout)
+	if code == ExitOK || code == ExitUsage || o["retryable"] != true || o["status"] != "REJECTED" ||
+		o["idempotency_key"] != "fde778c5a488457dfd290d1e00c57a173481ee6ac8a5884c2b9a57edfcf80f4c" || o["request_id"] != "req-2f6c1e9a7b3d4e58" {
+		t.Fatalf("exit %d, %v\n%s", code, o, stderr)
 	}
 }
 

@@ -20,17 +20,30 @@ func TestMigrateCreateDatabase(t *testing.T) {
 	dsn, admin := testenv.AbsentMySQLDSN(t)
 	setEnv(t, "MYSQL_DSN="+dsn)
 
-	// Without the flag: the hint names it.
+	// Without the flag: the hint names it, in the last line. The start line
+	// says what the server said, without telling migrate to run itself.
 	_, stderr, code := cli("migrate")
-	if code != ExitStoreUnavailable || !strings.Contains(stderr, "schema_missing") || !strings.Contains(stderr, "run `main migrate --create-database`") {
+	if code != ExitStoreUnavailable || !strings.Contains(lastLine(stderr), "schema_missing") ||
+		!strings.Contains(lastLine(stderr), "run `main migrate --create-database`") {
 		t.Fatalf("migrate of a missing database: exit %d\n%s", code, stderr)
 	}
+	startLineSays := func(stderr string) {
+		t.Helper()
+		store, _ := backendLine(t, stderr)["store_answered"].(string)
+		if !strings.Contains(store, "Unknown database") || strings.Contains(store, "main migrate") {
+			t.Fatalf("migrate's start line: store_answered %q", store)
+		}
+	}
+	startLineSays(stderr)
 	var report struct {
 		Created bool     `json:"created_database"`
 		Applied []string `json:"applied"`
 	}
 	for i, want := range []bool{true, false} { // the second run finds it all done
 		stdout, stderr, code := cli("migrate", "--create-database")
+		if i == 0 {
+			startLineSays(stderr)
+		}
 		if err := json.Unmarshal([]byte(stdout), &report); code != ExitOK || err != nil {
 			t.Fatalf("run %d: exit %d, %v\n%s%s", i+1, code, err, stdout, stderr)
 		}
@@ -65,7 +78,8 @@ func TestBeforeMigrate(t *testing.T) {
 			stdout, stderr, code := cli(args...)
 			msg := lastLine(stderr)
 			if args[0] == "invoke" { // it answers with the outcome, as the function would
-				if o := outcome(t, stdout); o["errorType"] != app.CodeSchemaMissing || o["retryable"] != true {
+				if o := outcome(t, stdout); o["errorType"] != app.CodeSchemaMissing || o["retryable"] != true ||
+					len(o["idempotency_key"].(string)) != 64 {
 					t.Fatalf("invoke: outcome %v", o)
 				}
 				stdout = ""

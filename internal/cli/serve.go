@@ -56,7 +56,7 @@ func open(w io.Writer, command string, level slog.Level, getenv func(string) str
 	// The start line says what answered, not only what is configured
 	// (bounded: a store that does not answer is reported, not waited for).
 	pctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-	store, fast := a.Answered(pctx)
+	store, fast := a.Answered(pctx, command == "migrate")
 	cancel()
 	log.Info("backends", append(append([]any{"command", command}, backends(cfg)...),
 		"store_answered", store, "fast_answered", fast)...)
@@ -92,7 +92,22 @@ func openFailed(w io.Writer, err error) int {
 	return exitCode(err)
 }
 
-func serve(ctx context.Context, r *run) int {
+// listenAddr is where the custom-runtime server listens: listen when given,
+// else every interface inside FC (FC reaches the server from outside the
+// instance: 0.0.0.0 on the configured port) and loopback elsewhere, for
+// the server has no authentication of its own and a laptop's is not FC's
+// network.
+func listenAddr(listen string, port int, getenv func(string) string) string {
+	switch {
+	case listen != "":
+		return listen
+	case inFC(getenv):
+		return net.JoinHostPort("0.0.0.0", strconv.Itoa(port))
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+func serve(ctx context.Context, r *run, listen string) int {
 	a, err := open(r.stdout, "serve", r.logLevel, os.Getenv) // FC collects stdout into the function's log store
 	if err != nil {
 		return openFailed(r.stderr, err)
@@ -107,7 +122,7 @@ func serve(ctx context.Context, r *run) int {
 	}
 	api := &httpapi.API{Pipeline: a.Pipeline, Log: a.Log} // the HTTP trigger's routes (docs/api.md)
 	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Hooks: hooks, Log: a.Log, API: api.Serve}
-	addr := net.JoinHostPort("0.0.0.0", strconv.Itoa(a.Cfg.ListenPort))
+	addr := listenAddr(listen, a.Cfg.ListenPort, os.Getenv)
 	err = srv.ListenAndServe(ctx, addr, func(bound net.Addr) { a.Log.Info("listening", "addr", bound.String()) })
 	if err != nil {
 		a.Log.Error("server stopped", "error", err.Error())
@@ -122,15 +137,13 @@ type storeCheck int
 const (
 	checkNone   storeCheck = iota // the command checks for itself (migrate)
 	checkSchema                   // answers and is migrated (app.Warm)
-	// checkOutcome is checkSchema for a command that answers with an
-	// outcome (invoke): a store that fails the check is answered with the
-	// outcome JSON the function would give, on stdout, as well.
-	checkOutcome
 )
 
 // withApp opens the wired function for the command r names, checks the
 // store as asked and runs fn; the function is closed after (flushing the
-// decision counters to the store).
+// decision counters to the store). A command that answers with an outcome
+// (invoke) sets r.unusable, which answers a function that could not be
+// opened or whose store failed its check.
 func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App) int) int {
 	getenv := r.getenv
 	if getenv == nil {
@@ -139,8 +152,11 @@ func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App)
 	a, err := open(r.stderr, r.name, r.logLevel, getenv)
 	if err != nil {
 		code := openFailed(r.stderr, err)
-		if check == checkOutcome && code != ExitUsage {
-			printJSON(r.stdout, handler.ErrorReply("", err).Body)
+		if r.unusable != nil && code != ExitUsage {
+			cfg, _ := config.Load(getenv) // it loaded: the error came after
+			red := &logx.Redactor{}
+			red.Add(app.Secrets(cfg)...)
+			return r.unusable(app.Judge(cfg, logx.New(io.Discard, slog.LevelError, red)), red.Redact, err, code)
 		}
 		return code
 	}
@@ -150,11 +166,12 @@ func (r *run) withApp(ctx context.Context, check storeCheck, fn func(a *app.App)
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := a.Warm(wctx)
 		cancel()
-		if err != nil && check == checkOutcome {
-			printJSON(r.stdout, []byte(a.Redactor.Redact(string(handler.ErrorReply("", err).Body))))
-		}
 		if err != nil {
-			return r.fail(err, a.Redactor.Redact)
+			code := r.fail(err, a.Redactor.Redact)
+			if r.unusable != nil {
+				return r.unusable(a.Pipeline, a.Redactor.Redact, err, code)
+			}
+			return code
 		}
 	}
 	return fn(a)

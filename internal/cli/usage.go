@@ -38,7 +38,7 @@ var envDocs = []envDoc{
 	{"NOTIFY_SIGNING_SECRET", "HMAC key of the Idemgate-Signature header on every notify, at least 32 characters (unset: unsigned)"},
 	{"RETENTION_DAYS", "days a finished record stays after its last change, 8 to 3650 (default 30); then its tombstone answers duplicates until its objects expired"},
 	{"STATS_RETENTION_DAYS", "days the per-minute stats stay, 1 to 3650 (default 30)"},
-	{"OBJECT_EXPIRE_DAYS", "days input.json and attempt outputs live (the bucket's lifecycle rule, default 30): a purged key keeps a tombstone 2 days longer"},
+	{"OBJECT_EXPIRE_DAYS", "days input.json and attempt outputs live (the bucket's lifecycle rule), 2 to 3650 (default 30): inputs must outlive FC's redeliveries; a purged key keeps a tombstone 2 days longer"},
 	{"FC_CUSTOM_LISTEN_PORT", "port of the custom-runtime server (FC sets it; else FC_SERVER_PORT, else 9000)"},
 	{"FC_SERVER_PORT", "port of the custom-runtime server when FC_CUSTOM_LISTEN_PORT is unset"},
 	{"FC_RUNTIME_API", "set by FC's go1 runtime: serve through its runtime API instead of HTTP"},

@@ -129,6 +129,14 @@ const (
 	// DefaultObjectExpireDays is OBJECT_EXPIRE_DAYS unset, as the deploy
 	// files' ObjectExpireDays.
 	DefaultObjectExpireDays = 30
+	// MinObjectExpireDays is the shortest OBJECT_EXPIRE_DAYS, and the
+	// MinValue of the deploy files' ObjectExpireDays (deploy/spec.go): a
+	// task's input.json must outlive FC's redeliveries of its event (the
+	// deploy files' maximum event age is a day, and deploy's checks hold
+	// the rule's shortest expiry past it), or the sweeper and the dead
+	// letter's replay find it gone. 2 days leave a day's margin; OSS applies
+	// the rule within a day or so of the expiry, not at the second.
+	MinObjectExpireDays = 2
 	// DefaultLocalCacheTTLSeconds is LOCAL_CACHE_TTL_SECONDS unset: how
 	// long another instance may answer a key's final state from memory
 	// after an operator's replay reset it.
@@ -259,7 +267,7 @@ func (r *reader) numbers(c *Config) {
 	c.LocalCacheTTL = time.Duration(r.num("LOCAL_CACHE_TTL_SECONDS", DefaultLocalCacheTTLSeconds, 1, 300)) * time.Second
 	c.Retention = time.Duration(r.num("RETENTION_DAYS", DefaultRetentionDays, MinRetentionDays, maxDays)) * 24 * time.Hour
 	c.StatsRetention = time.Duration(r.num("STATS_RETENTION_DAYS", DefaultStatsRetentionDays, 1, maxDays)) * 24 * time.Hour
-	c.ObjectExpiry = time.Duration(r.num("OBJECT_EXPIRE_DAYS", DefaultObjectExpireDays, 1, maxDays)) * 24 * time.Hour
+	c.ObjectExpiry = time.Duration(r.num("OBJECT_EXPIRE_DAYS", DefaultObjectExpireDays, MinObjectExpireDays, maxDays)) * 24 * time.Hour
 	c.ListenPort = r.num("FC_CUSTOM_LISTEN_PORT", 0, 1, 65535)
 	if c.ListenPort == 0 {
 		c.ListenPort = r.num("FC_SERVER_PORT", 9000, 1, 65535)

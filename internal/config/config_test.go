@@ -106,6 +106,14 @@ func TestLoad(t *testing.T) {
 			}},
 		{name: "retention under the floor", env: map[string]string{"RETENTION_DAYS": "7"}, wantErr: "RETENTION_DAYS: want a whole number from 8"},
 		{name: "retention in hours", env: map[string]string{"RETENTION_DAYS": "720h"}, wantErr: "RETENTION_DAYS"},
+		{name: "objects expiring within FC's redeliveries", env: map[string]string{"OBJECT_EXPIRE_DAYS": "1"},
+			wantErr: "OBJECT_EXPIRE_DAYS: want a whole number from 2 to 3650, got \"1\""},
+		{name: "objects expiring after two days", env: map[string]string{"OBJECT_EXPIRE_DAYS": "2"},
+			check: func(t *testing.T, c Config) {
+				if c.ObjectExpiry != 48*time.Hour {
+					t.Fatalf("object expiry %s", c.ObjectExpiry)
+				}
+			}},
 		{name: "stats retention zero", env: map[string]string{"STATS_RETENTION_DAYS": "0"}, wantErr: "STATS_RETENTION_DAYS"},
 		{name: "default keys", env: nil, check: func(t *testing.T, c Config) {
 			if c.KeyJMESPath != nil || c.PayloadJMESPath != nil {

@@ -3,6 +3,7 @@ package testenv
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/idemgate/idemgate/internal/dev/proc"
@@ -36,4 +37,19 @@ func ExampleMySQL() (dsn string, drop func(), err error) {
 		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + name + "`")
 		db.Close()
 	}, nil
+}
+
+// ExampleRedis is RedisPrefix for a runnable example: the test Redis (as
+// RedisURL finds it) and a key prefix of its own, with the function that
+// deletes every key under it.
+func ExampleRedis() (url, prefix string, clean func(), err error) {
+	url = os.Getenv("IDEMGATE_TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/15"
+	}
+	prefix = RedisKeyPrefix + proc.Nonce()[:12] + ":"
+	if _, err := CountRedisKeys(url, prefix); err != nil {
+		return "", "", nil, fmt.Errorf("Redis for the example: %w", err)
+	}
+	return url, prefix, func() { _, _ = DeleteRedisKeys(url, prefix) }, nil
 }
