@@ -301,6 +301,9 @@ func (r Report) printCounts(w io.Writer) {
 	row("model calls", "%d (answered 429/503: %d)", r.ModelCalls, r.ModelErrors)
 	row("attempts (records)", "%d", r.Attempts)
 	row("kills / pauses", "%d / %d", r.Kills, r.Pauses)
+	if r.NodeKills > 0 {
+		row("database nodes killed", "%d", r.NodeKills)
+	}
 	row("fault starts / fault deaths", "%d / %d (IDEMGATE_FAULT=after_output)", r.FaultStarts, r.FaultDeaths)
 	row("restarts", "%d", r.Restarts)
 	row("dead letters", "%d deliveries (retries spent %d, FINAL %d); %d keys with no delivery answered", r.DeadLetters,
