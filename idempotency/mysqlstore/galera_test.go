@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/idemtest"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/internal/dev/proc"
@@ -49,7 +51,10 @@ func connector(t *testing.T, dsn string) driver.Connector {
 		t.Fatal(err)
 	}
 	cfg.ParseTime, cfg.Loc, cfg.ClientFoundRows, cfg.InterpolateParams = true, time.UTC, true, true
-	cfg.Params = map[string]string{"time_zone": "'+00:00'"}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 3*time.Second, 10*time.Second, 10*time.Second
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -91,4 +96,39 @@ func TestConformanceGalera(t *testing.T) {
 	ctx := context.Background()
 	t.Logf("Galera: certification failures by node %v, brute-force aborts by node %v; aborts the store retried: %d",
 		g.Status(ctx, "wsrep_local_cert_failures"), g.Status(ctx, "wsrep_local_bf_aborts"), s.AbortsRetried())
+	t.Run("QuorumLostIsRetryable", func(t *testing.T) { quorumLost(t, g) })
+}
+
+// quorumLost kills two of the three nodes: the last one leaves the primary
+// component and refuses every statement with 1047, which a claim on it must
+// answer as a retryable store failure (FC delivers again later, by when a
+// node is back), naming the cause, with nothing recorded.
+func quorumLost(t *testing.T, g *proc.Galera) {
+	one, err := mysqlstore.Open(g.DSNs("idemgate_galera")[0], mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { one.Close() })
+	eng := idempotency.New(one, idempotency.WithLogger(idemtest.TestLogger(t)))
+	ctx := context.Background()
+	g.KillNode(1)
+	g.KillNode(2)
+	// Until node 0 notices (evs.suspect_timeout), its writes wait or fail
+	// otherwise; once it is alone, every claim is refused with 1047.
+	var claimErr error
+	for i := 0; i < 60 && !errors.Is(claimErr, mysqlstore.ErrNodeNotReady); i++ {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _, claimErr = eng.Claim(c, idempotency.ClaimRequest{Key: idemtest.NewKey(), Owner: "o", PayloadHash: "ph"})
+		cancel()
+		if claimErr == nil {
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	if !errors.Is(claimErr, mysqlstore.ErrNodeNotReady) {
+		t.Fatalf("a claim on the node left alone: %v, want ErrNodeNotReady", claimErr)
+	}
+	if class, code := idempotency.Classify(claimErr); class != idempotency.ClassRetryable || code != "store_unavailable" {
+		t.Fatalf("classified %s %s, want RETRYABLE store_unavailable: %v", class, code, claimErr)
+	}
+	t.Logf("the claim's answer: %v", claimErr)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,8 +24,7 @@ func TestChaosGalera(t *testing.T) {
 	}
 	const db = "idemgate_chaos"
 	g := testenv.Galera(t, 3, db, proc.GaleraOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := context.Background()
 	conflicts := func(node int) int64 { // certification failures and brute-force aborts on node
 		return g.Status(ctx, "wsrep_local_cert_failures")[node] + g.Status(ctx, "wsrep_local_bf_aborts")[node]
 	}
@@ -37,25 +35,15 @@ func TestChaosGalera(t *testing.T) {
 	o.KillEvery, o.PauseEvery, o.Faults = 3*time.Second, 5*time.Second, 1
 	// Node 2: the sweeper and the checks read through node 0.
 	o.NodeKill = &NodeKill{At: 6 * time.Second, Node: 2, Kill: func() { killed = conflicts(2); g.KillNode(2) }}
-	o.WorkDir = t.TempDir()
-	o.Log = &testLog{t: t}
-	rep, err := Run(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	rep.Print(&b, true)
-	t.Log("\n" + b.String())
-	for _, v := range rep.Violations {
-		t.Error(v)
-	}
+	rep := runChecked(t, o, 2*time.Minute)
 	switch {
 	case rep.NodeKills != 1:
 		t.Errorf("database nodes killed %d, want 1", rep.NodeKills)
 	case rep.Duplicates == 0 || rep.Succeeded == 0 || rep.ModelCalls == 0:
 		t.Errorf("nothing ran: duplicates %d, succeeded %d, model calls %d", rep.Duplicates, rep.Succeeded, rep.ModelCalls)
-	case rep.Succeeded+rep.FailedFinal+rep.NoRecord != rep.Keys:
-		t.Errorf("final states %d + %d + %d do not add up to %d keys", rep.Succeeded, rep.FailedFinal, rep.NoRecord, rep.Keys)
+	case rep.Succeeded+rep.FailedFinal+rep.NoRecord+rep.DeadCarried != rep.Keys:
+		t.Errorf("final states %d + %d + %d + %d do not add up to %d keys", rep.Succeeded, rep.FailedFinal, rep.NoRecord,
+			rep.DeadCarried, rep.Keys)
 	}
 	for kind := range rep.Failures {
 		if kind == "unknown" || kind == "internal" {

@@ -119,6 +119,7 @@ type Report struct {
 	RunningBeforeSweep, RetryableBeforeSweep int
 	Sweeps, SweepRedriven, SweepFinished     int
 	Succeeded, FailedFinal, NoRecord         int
+	DeadCarried                              int            // unfinished records only a dead letter carries (carriedByDeadLetter)
 	FinalCodes                               map[string]int // last_error_code of FAILED_FINAL records
 	Violations                               []string
 	Unsuccessful                             []string // what happened to each key that did not succeed (printed with -v)

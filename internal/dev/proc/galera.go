@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // ErrNoGalera: the Galera provider library (Debian's galera-4) was not found.
@@ -202,11 +204,17 @@ func (m *MariaDB) awaitSynced(ctx context.Context, limit time.Duration) error {
 	}
 }
 
-// DSNs are the DSNs of database db on every node, in node order.
+// DSNs are the DSNs of database db on every node, in node order, with
+// causal reads and updates (wsrep_sync_wait=3, sent as a SET at connect): a
+// statement waits until its node has applied what the cluster committed
+// before it, so a task's UPDATE on one node finds the row its INSERT wrote
+// on another (docs/operations.md, the Galera drill).
 func (g *Galera) DSNs(db string) []string {
 	var out []string
 	for _, m := range g.Nodes {
-		out = append(out, m.DSN(db))
+		cfg := &mysql.Config{User: "root", Net: "tcp", Addr: m.Addr, DBName: db, AllowNativePasswords: true,
+			Params: map[string]string{"wsrep_sync_wait": "3"}}
+		out = append(out, cfg.FormatDSN())
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/internal/dev/proc"
 )
@@ -15,6 +16,7 @@ import (
 // galera-4 when it is missing).
 func Galera(t testing.TB, n int, db string, o proc.GaleraOptions) *proc.Galera {
 	t.Helper()
+	began := time.Now()
 	g, err := proc.StartGalera(context.Background(), t.TempDir(), n, o)
 	if errors.Is(err, proc.ErrNoMariaDB) || errors.Is(err, proc.ErrNoGalera) {
 		unavailable(t, "a private Galera cluster", err)
@@ -23,6 +25,7 @@ func Galera(t testing.TB, n int, db string, o proc.GaleraOptions) *proc.Galera {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Kill)
+	t.Logf("Galera: %d nodes Synced in %s", n, time.Since(began).Round(100*time.Millisecond))
 	if err := proc.EnsureDatabase(context.Background(), g.Nodes[0].DSN(db)); err != nil {
 		t.Fatal(err)
 	}
