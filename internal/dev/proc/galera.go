@@ -157,6 +157,7 @@ func startNode(ctx context.Context, server string, nd galeraNode, args []string)
 	}
 	m.cmd = exec.Command(server, args...)
 	m.cmd.Stdout, m.cmd.Stderr = log, log
+	m.cmd.SysProcAttr = sysProcAttr() // a killed test leaves no node behind
 	if err := m.cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("mariadbd: %w", err)
