@@ -116,7 +116,7 @@ func quorumLost(t *testing.T, g *proc.Galera) {
 	// Until node 0 notices (evs.suspect_timeout), its writes wait or fail
 	// otherwise; once it is alone, every claim is refused with 1047.
 	var claimErr error
-	for i := 0; i < 60 && !errors.Is(claimErr, mysqlstore.ErrNodeNotReady); i++ {
+	for i := 0; i < 20 && !errors.Is(claimErr, mysqlstore.ErrNodeNotReady); i++ {
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, _, claimErr = eng.Claim(c, idempotency.ClaimRequest{Key: idemtest.NewKey(), Owner: "o", PayloadHash: "ph"})
 		cancel()
