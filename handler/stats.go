@@ -51,6 +51,9 @@ type MinuteStats struct {
 	FastRejects    int64     `json:"fast_rejects"`    // duplicates answered by Redis without running (0 without it, or while it is out)
 	CacheAnswers   int64     `json:"cache_answers"`   // duplicates answered by an instance's local cache (LOCAL_CACHE_SIZE)
 	StoreConflicts int64     `json:"store_conflicts"` // duplicates answered by the store without running
+	// StoreAbortsRetried are the writes the store ran again after the
+	// database aborted them (deadlocks, Galera certification conflicts).
+	StoreAbortsRetried int64 `json:"store_aborts_retried"`
 	// Duplicates are the claims with a DuplicateDecisions decision.
 	Duplicates int64 `json:"duplicates"`
 	// DuplicateRate = Duplicates / Claims (0 without claims).
@@ -95,6 +98,8 @@ func StatsByMinute(rows []driver.StatRow) []MinuteStats {
 			m.CacheAnswers += r.Count
 		case statsrec.StatStoreConflict:
 			m.StoreConflicts += r.Count
+		case statsrec.StatStoreAbortRetried:
+			m.StoreAbortsRetried += r.Count
 		default:
 			for _, d := range ClaimDecisions {
 				if r.Name == strings.ToLower(string(d)) {

@@ -55,6 +55,8 @@ func TestStatsByMinute(t *testing.T) {
 				{Minute: m1, Claims: 1, First: 1}}},
 		{"rejection counters alone are no claims", []driver.StatRow{row(m0, "fast_reject", 2), row(m0, "unknown", 9)},
 			[]MinuteStats{{Minute: m0, FastRejects: 2}}},
+		{"the store's retried aborts are no claims", []driver.StatRow{row(m0, "store_abort_retried", 3)},
+			[]MinuteStats{{Minute: m0, StoreAbortsRetried: 3}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ var _ driver.Forgetter = (*Store)(nil)
 // Forget evicts key's record (driver.ApplyForget) under the row lock, with
 // its step records, and writes the audit row in the same transaction.
 func (s *Store) Forget(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
-	err = s.inTx(ctx, func(tx *txn) error {
+	err = s.txRetry(ctx, func(tx *txn) error {
 		rec, now, err := readNow(ctx, tx, lockedSQL, key)
 		if err != nil {
 			return err

@@ -39,7 +39,7 @@ func (s *Store) Candidates(ctx context.Context, limit int, grace time.Duration) 
 // Defer sets the record aside for d if it is still as listed; it does not
 // change updated_at, which dates the record's last transition.
 func (s *Store) Defer(ctx context.Context, rec driver.Record, d time.Duration) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET sweep_after = NOW(3) + INTERVAL ? MICROSECOND
+	_, err := s.exec(ctx, `UPDATE idempotency_record SET sweep_after = NOW(3) + INTERVAL ? MICROSECOND
  WHERE request_id = ? AND fence = ? AND status = ? AND updated_at = ?`, d.Microseconds(), rec.Key, rec.Fence,
 		string(rec.Status), rec.UpdatedAt.UTC())
 	if err != nil {
@@ -66,7 +66,7 @@ func collect(rows *sql.Rows) ([]driver.Record, error) {
 // there is no record (a dead letter of a delivery that never reached the
 // store); a refused reset writes nothing.
 func (s *Store) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
-	err = s.inTx(ctx, func(tx *txn) error {
+	err = s.txRetry(ctx, func(tx *txn) error {
 		rec, now, err := readNow(ctx, tx, lockedSQL, key)
 		if err != nil && !errors.Is(err, driver.ErrNotFound) {
 			return err
@@ -139,7 +139,7 @@ func (s *Store) AddStats(ctx context.Context, rows []driver.StatRow) error {
 		args = append(args, r.Minute.UTC().Truncate(time.Minute), r.Name, r.Count)
 	}
 	q.WriteString(` ON DUPLICATE KEY UPDATE count = count + VALUES(count)`)
-	_, err := s.db.ExecContext(ctx, q.String(), args...)
+	_, err := s.exec(ctx, q.String(), args...)
 	return mapErr(err)
 }
 

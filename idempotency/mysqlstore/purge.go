@@ -337,7 +337,7 @@ func scanRows(rows *sql.Rows, scan func() error) error {
 
 // txRetry runs fn in a transaction, again when InnoDB aborted it.
 func (s *Store) txRetry(ctx context.Context, fn func(*txn) error) error {
-	return retryWhile(ctx, 10*time.Millisecond, func(err error) bool { return errors.Is(err, errTxAborted) },
+	return s.retryWhile(ctx, 10*time.Millisecond, func(err error) bool { return errors.Is(err, errTxAborted) },
 		func() error { return s.inTx(ctx, func(tx *txn) error { return mapErr(fn(tx)) }) })
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -38,6 +39,7 @@ type Store struct {
 	db       pool
 	tables   Tables
 	borrowed bool // the pool is the caller's (New): Close leaves it open
+	aborts   atomic.Int64
 }
 
 var (
@@ -302,11 +304,14 @@ func (s *Store) inTx(ctx context.Context, fn func(*txn) error) error {
 	return mapErr(tx.Commit())
 }
 
-// retry repeats a claim that InnoDB aborted (deadlock 1213, lock wait 1205) or
-// whose row vanished between the insert and the lock (an operator purge).
+// retry repeats a claim that the database aborted (deadlock 1213, lock wait
+// 1205; on Galera a certification conflict with a write on another node,
+// 1213 at the statement or at COMMIT) or whose row vanished between the
+// insert and the lock (an operator purge). The claim starts over: insert,
+// read, decide under the lock; nothing of the aborted run is assumed.
 func (s *Store) retry(ctx context.Context, fn func() (driver.ClaimResult, error)) (driver.ClaimResult, error) {
 	var res driver.ClaimResult
-	err := retryWhile(ctx, 5*time.Millisecond, func(err error) bool {
+	err := s.retryWhile(ctx, 5*time.Millisecond, func(err error) bool {
 		return errors.Is(err, errTxAborted) || errors.Is(err, driver.ErrNotFound)
 	}, func() (err error) {
 		res, err = fn()
@@ -317,11 +322,15 @@ func (s *Store) retry(ctx context.Context, fn func() (driver.ClaimResult, error)
 
 // retryWhile runs fn up to five times while its error is one again accepts,
 // pausing step, then 2·step, … between tries; it gives up when ctx ends.
-func retryWhile(ctx context.Context, step time.Duration, again func(error) bool, fn func() error) error {
+// An abort it runs again is counted (AbortsRetried).
+func (s *Store) retryWhile(ctx context.Context, step time.Duration, again func(error) bool, fn func() error) error {
 	var err error
-	for i := range 5 {
-		if err = fn(); err == nil || !again(err) {
+	for i := range tries {
+		if err = fn(); err == nil || i == tries-1 || !again(err) {
 			return err
+		}
+		if errors.Is(err, errTxAborted) {
+			s.aborts.Add(1)
 		}
 		select {
 		case <-ctx.Done():
@@ -342,22 +351,14 @@ func (s *Store) guarded(ctx context.Context, op, set string, args ...any) error 
 
 // fenced is guarded with the status condition held given.
 func (s *Store) fenced(ctx context.Context, op, set, held string, args ...any) error {
-	var n int64
-	for i := range 5 {
-		r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`, sweep_after = NULL, updated_at = NOW(3)
+	r, err := s.exec(ctx, `UPDATE idempotency_record SET `+set+`, sweep_after = NULL, updated_at = NOW(3)
  WHERE request_id = ? AND fence = ? AND `+held, args...)
-		if err == nil {
-			n, err = r.RowsAffected()
-		}
-		err = mapErr(err)
-		if errors.Is(err, errTxAborted) && i < 4 {
-			time.Sleep(time.Duration(i+1) * 5 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		break
+	var n int64
+	if err == nil {
+		n, err = r.RowsAffected()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, mapErr(err))
 	}
 	if n == 0 {
 		return driver.ErrLeaseLost
@@ -384,7 +385,7 @@ func (s *Store) MarkFinished(ctx context.Context, keys []string) error {
 	for i, k := range keys {
 		args[i] = k
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET finish = 'DONE', lease_until = NULL, updated_at = NOW(3)
+	_, err := s.exec(ctx, `UPDATE idempotency_record SET finish = 'DONE', lease_until = NULL, updated_at = NOW(3)
  WHERE request_id IN (`+marks(len(keys))+`) AND status = 'SUCCEEDED' AND finish = 'PENDING'`, args...)
 	if err != nil {
 		return fmt.Errorf("mark finished: %w", mapErr(err))
@@ -420,7 +421,7 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 	// lease_try (driver.TakeoverTry) reads the previous owner: it comes
 	// before lease_owner, for SET assigns left to right on MySQL and by
 	// default on MariaDB (and at once under SIMULTANEOUS_ASSIGNMENT).
-	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET
+	r, err := s.exec(ctx, `UPDATE idempotency_record SET
  lease_try = IF(? <> '' AND lease_owner = ?, GREATEST(lease_try, ?), ?), lease_owner = ?,
  lease_until = NOW(3) + INTERVAL ? MICROSECOND, fence = LAST_INSERT_ID(fence + 1)
  WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING'
@@ -465,7 +466,7 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 // markFinishTry marks a copy's try past on the live finish it met
 // (driver.CopyOfFinish); the fence stays, so the holder's writes still land.
 func (s *Store) markFinishTry(ctx context.Context, req driver.FinishRequest, fence int64) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET lease_try = GREATEST(lease_try, ?)
+	_, err := s.exec(ctx, `UPDATE idempotency_record SET lease_try = GREATEST(lease_try, ?)
  WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND fence = ? AND lease_owner = ?`,
 		req.Try+1, req.Key, fence, req.Owner)
 	if err != nil {
@@ -485,7 +486,7 @@ func (s *Store) Finish(ctx context.Context, key, owner string, _ int, fence int6
 	case f != nil: // released: still pending, claimable at once, and behind the sweeper's other work
 		set = `lease_until = NOW(3), updated_at = NOW(3)`
 	}
-	r, err := s.db.ExecContext(ctx, `UPDATE idempotency_record SET `+set+`
+	r, err := s.exec(ctx, `UPDATE idempotency_record SET `+set+`
  WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND lease_owner = ? AND fence = ?`,
 		append(args, key, owner, fence)...)
 	if err != nil {
@@ -511,19 +512,22 @@ func (s *Store) Fail(ctx context.Context, key string, fence int64, f driver.Fail
 		f.Code, f.Message, f.RetryAfter.Microseconds(), f.RetryAfter.Microseconds(), key, fence)
 }
 
-var errTxAborted = errors.New("mysqlstore: transaction aborted by InnoDB")
+var errTxAborted = errors.New("mysqlstore: transaction aborted by the database (deadlock, lock wait, Galera certification conflict)")
 
 // MapErr turns driver errors the store reacts to into sentinels: 1062 into
-// ErrDuplicateKey, deadlocks and lock waits into a retried abort, 1406 into a
-// FINAL invalid_request.
+// ErrDuplicateKey, deadlocks, lock waits and Galera certification conflicts
+// into a retried abort, 1406 into a FINAL invalid_request, 1047 into
+// ErrNodeNotReady.
 func MapErr(err error) error { return mapErr(err) }
 
 func mapErr(err error) error {
 	var me *mysql.MySQLError
-	if err == nil || !errors.As(err, &me) {
+	if err == nil || !errors.As(err, &me) || mapped(err) {
 		return err
 	}
 	switch me.Number {
+	case 1047:
+		return fmt.Errorf("%w: %w", ErrNodeNotReady, err)
 	case 1062:
 		return fmt.Errorf("%w: %w", ErrDuplicateKey, err)
 	case 1213, 1205:

@@ -81,6 +81,9 @@ func Open(cfg config.Config, log *slog.Logger, red *logx.Redactor) (*App, error)
 		a.closers = append(a.closers, s.Close)
 	}
 	rec := statsrec.New(store, 10*time.Second, log)
+	if a.MySQL != nil {
+		rec.Track(statsrec.StatStoreAbortRetried, a.MySQL.AbortsRetried)
+	}
 	a.recorder = rec
 	a.closers = append(a.closers, rec.Close) // flushed before the store closes
 	opts := []idempotency.Option{idempotency.WithLease(cfg.Lease), idempotency.WithMaxAttempts(cfg.MaxAttempts),

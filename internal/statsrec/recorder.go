@@ -17,12 +17,13 @@ import (
 // in batches, so that `main stats` can show decisions and the duplicate rate
 // across instances without one extra write per invocation.
 type Recorder struct {
-	sink driver.StatsSink
-	log  *slog.Logger
-	mu   sync.Mutex
-	cur  map[statKey]int64
-	stop chan struct{}
-	done chan struct{}
+	sink   driver.StatsSink
+	log    *slog.Logger
+	mu     sync.Mutex
+	cur    map[statKey]int64
+	tracks []*track
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 type statKey struct {
@@ -35,6 +36,10 @@ const (
 	StatFastReject    = "fast_reject"    // a duplicate the fast layer answered
 	StatCacheAnswer   = "cache_answer"   // a duplicate the instance's local cache answered
 	StatStoreConflict = "store_conflict" // a duplicate the durable store answered
+	// StatStoreAbortRetried: writes the durable store ran again after the
+	// database aborted them (mysqlstore.Store.AbortsRetried: deadlocks, lock
+	// waits, Galera certification conflicts).
+	StatStoreAbortRetried = "store_abort_retried"
 )
 
 // New starts a recorder that flushes every interval until Close.
@@ -42,6 +47,21 @@ func New(sink driver.StatsSink, every time.Duration, log *slog.Logger) *Recorder
 	r := &Recorder{sink: sink, log: log, cur: map[statKey]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop(every)
 	return r
+}
+
+// track is a running total read at every flush.
+type track struct {
+	name  string
+	total func() int64
+	last  int64
+}
+
+// Track counts, under name, how far total (a running count that only
+// grows, read at every flush) moved since the flush before.
+func (r *Recorder) Track(name string, total func() int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tracks = append(r.tracks, &track{name: name, total: total, last: total()})
 }
 
 // Observe counts one claim decision and, for a duplicate's, the tier that
@@ -82,6 +102,13 @@ func (r *Recorder) loop(every time.Duration) {
 // for the next flush.
 func (r *Recorder) Flush(ctx context.Context) {
 	r.mu.Lock()
+	m := time.Now().UTC().Truncate(time.Minute)
+	for _, t := range r.tracks {
+		if now := t.total(); now > t.last {
+			r.cur[statKey{m, t.name}] += now - t.last
+			t.last = now
+		}
+	}
 	batch := r.cur
 	r.cur = map[statKey]int64{}
 	r.mu.Unlock()

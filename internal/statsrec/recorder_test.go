@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,10 @@ func TestObserveAndFlush(t *testing.T) {
 	s := &sink{got: map[string]int64{}, fail: true}
 	r := New(s, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer r.Close()
+	var aborts atomic.Int64
+	aborts.Store(5) // before the recorder tracked it: not counted
+	r.Track(StatStoreAbortRetried, aborts.Load)
+	aborts.Add(2)
 	for _, o := range []struct {
 		d  driver.Decision
 		by idempotency.Tier
@@ -51,12 +56,13 @@ func TestObserveAndFlush(t *testing.T) {
 		r.Observe(o.d, o.by)
 	}
 	r.Flush(context.Background()) // fails: nothing lost
+	aborts.Add(1)
 	s.mu.Lock()
 	s.fail = false
 	s.mu.Unlock()
 	r.Flush(context.Background())
 	want := map[string]int64{"first": 1, "repeat_done": 3, "repeat_other": 1, "takeover": 1,
-		StatFastReject: 2, StatCacheAnswer: 1, StatStoreConflict: 1}
+		StatFastReject: 2, StatCacheAnswer: 1, StatStoreConflict: 1, StatStoreAbortRetried: 3}
 	for name, n := range want {
 		if s.got[name] != n {
 			t.Errorf("%s = %d, want %d (all: %v)", name, s.got[name], n, s.got)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -156,6 +157,10 @@ func checkRecord(rep *Report, resultsDir, key string, k keyTally, r record, call
 		rep.FailedFinal++
 		rep.FinalCodes[r.LastErrorCode]++
 	default:
+		if carriedByDeadLetter(resultsDir, key, k) {
+			rep.DeadCarried++
+			break
+		}
 		bad("(1) left %s (attempt %d, fence %d, owner %s, lease until %v)", r.Status, r.Attempt, r.Fence, r.LeaseOwner, r.LeaseUntil.Time)
 	}
 	if r.Status != "SUCCEEDED" && aerr == nil {
@@ -173,6 +178,20 @@ func checkRecord(rep *Report, resultsDir, key string, k keyTally, r record, call
 }
 
 var attemptRef = regexp.MustCompile(`^tasks/([0-9a-f]{64})/attempt-([0-9]{3,})/output\.json$`)
+
+// carriedByDeadLetter reports a key whose unfinished record only its dead
+// letters carry: no delivery was answered 200, one ended in the failure
+// destination, and the claim's holder died before saving input.json, so
+// the sweeper sets the record aside for FC's retries and then records it
+// FAILED_FINAL input_missing (docs/operations.md, "When things fail"): the
+// dead letter is what an operator replays. Nothing acknowledged is lost.
+func carriedByDeadLetter(resultsDir, key string, k keyTally) bool {
+	if k.ok > 0 || k.dead == 0 {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(resultsDir, "tasks", key, "input.json"))
+	return errors.Is(err, fs.ErrNotExist)
+}
 
 // checkApproved is invariant 2 for a SUCCEEDED key.
 func checkApproved(resultsDir, key string, r record, approved []byte, aerr error) []string {
@@ -272,6 +291,8 @@ func (r Report) Print(w io.Writer, verbose bool) {
 				how += " (" + d.LastErrorCode + "): replay it from the dead-letter queue"
 			case d.Status == "SUCCEEDED":
 				how += ", completed by another delivery's run"
+			case d.Status != "NO_RECORD":
+				how += ", its holder died before saving input.json (the sweeper sets it aside): replay it from the dead-letter queue"
 			}
 			fmt.Fprintf(w, "  %.16s… attempt %d: %s\n", d.Key, d.Attempt, how)
 		}
@@ -301,6 +322,9 @@ func (r Report) printCounts(w io.Writer) {
 	row("model calls", "%d (answered 429/503: %d)", r.ModelCalls, r.ModelErrors)
 	row("attempts (records)", "%d", r.Attempts)
 	row("kills / pauses", "%d / %d", r.Kills, r.Pauses)
+	if r.NodeKills > 0 {
+		row("database nodes killed", "%d", r.NodeKills)
+	}
 	row("fault starts / fault deaths", "%d / %d (IDEMGATE_FAULT=after_output)", r.FaultStarts, r.FaultDeaths)
 	row("restarts", "%d", r.Restarts)
 	row("dead letters", "%d deliveries (retries spent %d, FINAL %d); %d keys with no delivery answered", r.DeadLetters,
@@ -314,6 +338,9 @@ func (r Report) printCounts(w io.Writer) {
 	}
 	if r.NoRecord > 0 {
 		final += fmt.Sprintf(", no record %d", r.NoRecord)
+	}
+	if r.DeadCarried > 0 {
+		final += fmt.Sprintf(", unfinished without input.json, carried by a dead letter %d", r.DeadCarried)
 	}
 	row("final state", "%s", final)
 	row("violations", "%d", len(r.Violations))

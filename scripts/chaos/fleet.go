@@ -37,11 +37,13 @@ type fleet struct {
 	rnd         *lockedRand
 	clock       *timeline
 	logf        func(string, ...any)
+	nodes       []string        // the cluster's DSNs (Options.Nodes), nil: every instance on MYSQL_DSN
 	ctx         context.Context // ends at stop: a start in progress gives up
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 
 	mu          sync.Mutex
+	down        map[int]bool // nodes killed: starts after it go to the next live node
 	slots       []*slot
 	stopping    bool
 	faultsLeft  int
@@ -170,6 +172,10 @@ func (f *fleet) start(idx, gen int, armed bool) (*instance, error) {
 	env := f.env
 	if armed {
 		env = append(slices.Clone(env), "IDEMGATE_FAULT=after_output")
+	}
+	if node, dsn := f.nodeFor(idx); dsn != "" {
+		env = append(slices.Clone(env), "MYSQL_DSN="+dsn)
+		name += fmt.Sprintf(".n%d", node)
 	}
 	in, err := proc.Start(f.ctx, f.bin, proc.Options{Env: env, LogPath: filepath.Join(f.logDir, name+".log"),
 		RequestID: "chaos-initialize", StopGrace: 10 * time.Second})

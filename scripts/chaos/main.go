@@ -18,6 +18,10 @@
 //
 //	go run ./scripts/chaos -instances 4 -keys 100
 //
+// From Go (no flags), Options.Nodes spreads the instances over the nodes
+// of a multi-writer cluster and Options.NodeKill kills one node mid-run:
+// TestChaosGalera, on a private three-node MariaDB Galera cluster.
+//
 // Unix only (SIGSTOP/SIGCONT); everything listens on and dials loopback.
 package main
 

@@ -41,6 +41,12 @@ type Options struct {
 	// server (dropped at the end unless Keep); with one, it is used as is and
 	// should be empty (a record of another key is reported).
 	MySQLDSN string
+	// Nodes, when set, are the DSNs (database names ignored) of the nodes of
+	// a multi-writer cluster holding MySQLDSN's database (galera.go):
+	// instance slot i writes to node i mod len(Nodes), so writes land on
+	// every node, and NodeKill ends one of them mid-run.
+	Nodes    []string
+	NodeKill *NodeKill
 	RedisURL string // "": the instances run on MySQL alone
 	// RedisKeyPrefix is the instances' REDIS_KEY_PREFIX ("": a prefix of
 	// the run's own); the run deletes its planned keys under it at the end.
@@ -75,6 +81,8 @@ func (o Options) check() error {
 		return errors.New("faults, max-attempts: want ≥ 0")
 	case o.ModelErrors < 0 || o.ModelErrors > 1:
 		return errors.New("model-errors: want 0 to 1")
+	case o.NodeKill != nil && (o.NodeKill.Node < 0 || o.NodeKill.Node >= len(o.Nodes)):
+		return errors.New("node kill: not one of the nodes")
 	}
 	return nil
 }
@@ -102,6 +110,7 @@ type Report struct {
 	ModelCalls, ModelErrors                  int            // calls the model fake received; those it answered 429/503
 	Attempts                                 int            // sum of the records' attempt
 	Kills, Pauses, FaultStarts, FaultDeaths  int
+	NodeKills                                int // database nodes killed (Options.NodeKill)
 	Restarts                                 int
 	DeadLetters, DeadExhausted, DeadFinal    int // deliveries sent to the failure destination: all, retries spent, FINAL answer
 	Unsent                                   int // deliveries not started when the duration cap came
@@ -110,6 +119,7 @@ type Report struct {
 	RunningBeforeSweep, RetryableBeforeSweep int
 	Sweeps, SweepRedriven, SweepFinished     int
 	Succeeded, FailedFinal, NoRecord         int
+	DeadCarried                              int            // unfinished records only a dead letter carries (carriedByDeadLetter)
 	FinalCodes                               map[string]int // last_error_code of FAILED_FINAL records
 	Violations                               []string
 	Unsuccessful                             []string // what happened to each key that did not succeed (printed with -v)
@@ -217,6 +227,9 @@ func (r *runner) setup(ctx context.Context, rep *Report) error {
 	countPlan(rep, r.plans)
 	r.clock = &timeline{start: time.Now()}
 	r.fleet = newFleet(r.bin, r.env, r.logDir, r.rnd, r.clock, r.logf)
+	if r.fleet.nodes, err = nodeDSNs(o.Nodes, r.dbName); err != nil {
+		return err
+	}
 	r.fleet.launch(o.Instances, o.Faults)
 	if err := r.fleet.waitReady(ctx, o.Instances, 30*time.Second); err != nil {
 		return err
@@ -296,6 +309,9 @@ func (r *runner) streamWithChaos(ctx context.Context, rep *Report) error {
 		chaos(chaosCtx, r.fleet, o, r.rnd, time.Duration(o.LeaseSeconds)*time.Second)
 		r.clock.add("chaos over")
 	})
+	if o.NodeKill != nil {
+		chaosWG.Go(func() { r.killNode(chaosCtx, rep) })
+	}
 	r.tally = newTally(len(r.plans))
 	bar := progress.New(o.Progress)
 	bar.Start("deliveries", rep.Deliveries, &r.tally.settled)

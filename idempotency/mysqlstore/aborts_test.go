@@ -1,0 +1,252 @@
+package mysqlstore_test
+
+import (
+	"context"
+	"database/sql/driver"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	idem "github.com/idemgate/idemgate/idempotency/driver"
+	"github.com/idemgate/idemgate/idempotency/idemtest"
+	"github.com/idemgate/idemgate/idempotency/mysqlstore"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
+)
+
+// aborter is a connector that makes chosen statements fail as a Galera
+// node fails a write that lost certification: error 1213 and nothing
+// written. A statement containing a marker fails while the marker has
+// failures left; the marker "COMMIT" fails a transaction's commit, after
+// rolling it back.
+type aborter struct {
+	driver.Connector
+	mu   sync.Mutex
+	left map[string]int
+}
+
+var errCertification = &mysql.MySQLError{Number: 1213, SQLState: [5]byte{'4', '0', '0', '0', '1'},
+	Message: "Deadlock found when trying to get lock; try restarting transaction"}
+
+func (a *aborter) fail(q string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for m, n := range a.left {
+		if n > 0 && strings.Contains(q, m) {
+			a.left[m] = n - 1
+			return true
+		}
+	}
+	return false
+}
+
+func (a *aborter) Connect(ctx context.Context) (driver.Conn, error) {
+	c, err := a.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &abortConn{Conn: c, a: a}, nil
+}
+
+// abortConn forwards to the driver's connection (which implements every
+// interface below; the store interpolates its parameters, so statements
+// arrive whole).
+type abortConn struct {
+	driver.Conn
+	a *aborter
+}
+
+func (c *abortConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	if c.a.fail(q) {
+		return nil, errCertification
+	}
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
+}
+
+func (c *abortConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
+}
+
+func (c *abortConn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.Tx, error) {
+	tx, err := c.Conn.(driver.ConnBeginTx).BeginTx(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &abortTx{Tx: tx, a: c.a}, nil
+}
+
+func (c *abortConn) CheckNamedValue(v *driver.NamedValue) error {
+	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(v)
+}
+
+func (c *abortConn) ResetSession(ctx context.Context) error {
+	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
+}
+
+func (c *abortConn) IsValid() bool { return c.Conn.(driver.Validator).IsValid() }
+
+type abortTx struct {
+	driver.Tx
+	a *aborter
+}
+
+func (t *abortTx) Commit() error {
+	if t.a.fail("COMMIT") {
+		_ = t.Tx.Rollback()
+		return errCertification
+	}
+	return t.Tx.Commit()
+}
+
+// abortingStore is a store on dsn whose statements abort as a fails them.
+func abortingStore(t *testing.T, dsn string, a *aborter) *mysqlstore.Store {
+	t.Helper()
+	a.Connector = connector(t, dsn)
+	return storeOn(t, a)
+}
+
+// Every write of the store that a Galera node can fail at certification
+// (error 1213, at the statement or at COMMIT) is run again, on the rows as
+// they are then, and counted; five aborts in a row are an error, and the
+// record is as it was. Each case prepares its record through a plain store,
+// then runs one operation through a store whose marked statement aborts.
+func TestCertificationConflictsAreRetried(t *testing.T) {
+	dsn := testenv.FreshMySQLDSN(t)
+	testenv.MigrateMySQL(t, dsn)
+	plain, err := mysqlstore.Open(dsn, mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	ctx := context.Background()
+	claimed := func(t *testing.T, lease time.Duration) (string, int64) {
+		k := idemtest.NewKey()
+		res, err := plain.Claim(ctx, idem.ClaimRequest{Key: k, Owner: "first", PayloadHash: "ph", Lease: lease, Try: 0})
+		if err != nil || res.Decision != idem.DecisionFirst {
+			t.Fatalf("claim: %+v %v", res, err)
+		}
+		return k, res.Record.Fence
+	}
+	pending := func(t *testing.T, lease time.Duration) (string, int64) {
+		k, f := claimed(t, time.Minute)
+		if err := plain.Complete(ctx, k, f, idem.Completion{ResultRef: "ref", FinishLease: lease}); err != nil {
+			t.Fatal(err)
+		}
+		return k, f
+	}
+	expired := 20 * time.Millisecond // a lease that has run out by the time the case acts
+	cases := []struct {
+		name   string
+		marker string // the statement that aborts
+		run    func(t *testing.T, s *mysqlstore.Store) (key string, err error)
+		want   func(t *testing.T, r idem.Record)
+	}{
+		{"a claim's insert", "INSERT INTO idempotency_record", func(t *testing.T, s *mysqlstore.Store) (string, error) {
+			k := idemtest.NewKey()
+			res, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Owner: "o", PayloadHash: "ph", Lease: time.Minute})
+			if err == nil && res.Decision != idem.DecisionFirst {
+				t.Errorf("decision %s", res.Decision)
+			}
+			return k, err
+		}, func(t *testing.T, r idem.Record) {
+			if r.Status != idem.StatusRunning || r.Fence != 1 || r.LeaseOwner != "o" {
+				t.Errorf("record %s fence %d owner %s", r.Status, r.Fence, r.LeaseOwner)
+			}
+		}},
+		{"a takeover's commit", "COMMIT", func(t *testing.T, s *mysqlstore.Store) (string, error) {
+			k, _ := claimed(t, time.Millisecond)
+			time.Sleep(expired)
+			res, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Owner: "second", PayloadHash: "ph", Lease: time.Minute})
+			if err == nil && (res.Decision != idem.DecisionTakeover || res.Record.Fence != 2) {
+				t.Errorf("decision %s fence %d", res.Decision, res.Record.Fence)
+			}
+			return k, err
+		}, func(t *testing.T, r idem.Record) {
+			if r.Fence != 2 || r.LeaseOwner != "second" {
+				t.Errorf("record fence %d owner %s", r.Fence, r.LeaseOwner)
+			}
+		}},
+		{"a completion", "result_ref = ?", func(t *testing.T, s *mysqlstore.Store) (string, error) {
+			k, f := claimed(t, time.Minute)
+			return k, s.Complete(ctx, k, f, idem.Completion{ResultRef: "ref"})
+		}, func(t *testing.T, r idem.Record) {
+			if r.Status != idem.StatusSucceeded || r.ResultRef != "ref" {
+				t.Errorf("record %s %q", r.Status, r.ResultRef)
+			}
+		}},
+		{"a finish", "finish = 'DONE', lease_until = NULL, updated_at = NOW(3)\n WHERE request_id = ? AND status",
+			func(t *testing.T, s *mysqlstore.Store) (string, error) {
+				k, f := pending(t, time.Minute)
+				return k, s.Finish(ctx, k, "first", 0, f, nil)
+			}, func(t *testing.T, r idem.Record) {
+				if r.Finish != idem.FinishDone {
+					t.Errorf("finish %q", r.Finish)
+				}
+			}},
+		{"a finish claim", "LAST_INSERT_ID", func(t *testing.T, s *mysqlstore.Store) (string, error) {
+			k, f := pending(t, time.Millisecond)
+			time.Sleep(expired)
+			res, err := s.ClaimFinish(ctx, idem.FinishRequest{Key: k, Owner: "finisher", Lease: time.Minute})
+			if err == nil && (res.Decision != idem.DecisionTakeover || res.Record.Fence != f+1) {
+				t.Errorf("decision %s fence %d", res.Decision, res.Record.Fence)
+			}
+			return k, err
+		}, func(t *testing.T, r idem.Record) {
+			if r.LeaseOwner != "finisher" || r.Fence != 2 {
+				t.Errorf("owner %s fence %d", r.LeaseOwner, r.Fence)
+			}
+		}},
+		{"finishes marked done", "request_id IN (", func(t *testing.T, s *mysqlstore.Store) (string, error) {
+			k, _ := pending(t, time.Minute)
+			return k, s.MarkFinished(ctx, []string{k})
+		}, func(t *testing.T, r idem.Record) {
+			if r.Finish != idem.FinishDone {
+				t.Errorf("finish %q", r.Finish)
+			}
+		}},
+		{"an operator's reset", "COMMIT", func(t *testing.T, s *mysqlstore.Store) (string, error) {
+			k, f := claimed(t, time.Minute)
+			if err := plain.Fail(ctx, k, f, idem.Failure{Final: true, Code: "c"}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := s.Reset(ctx, k, idem.Replay{Reason: "r", Operator: "o", Source: "key"})
+			return k, err
+		}, func(t *testing.T, r idem.Record) {
+			if r.Status != idem.StatusReceived {
+				t.Errorf("record %s", r.Status)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := &aborter{left: map[string]int{c.marker: 1}}
+			s := abortingStore(t, dsn, a)
+			key, err := c.run(t, s)
+			if err != nil {
+				t.Fatalf("one certification conflict: %v", err)
+			}
+			if a.left[c.marker] != 0 || s.AbortsRetried() != 1 {
+				t.Fatalf("aborts injected %d, retried %d, want 1 and 1", 1-a.left[c.marker], s.AbortsRetried())
+			}
+			rec, err := plain.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.want(t, rec)
+		})
+	}
+	t.Run("five in a row are an error and change nothing", func(t *testing.T) {
+		a := &aborter{left: map[string]int{"result_ref = ?": 5}}
+		s := abortingStore(t, dsn, a)
+		k, f := claimed(t, time.Minute)
+		err := s.Complete(ctx, k, f, idem.Completion{ResultRef: "ref"})
+		if err == nil || !strings.Contains(err.Error(), "1213") || a.left["result_ref = ?"] != 0 || s.AbortsRetried() != 4 {
+			t.Fatalf("complete: %v; aborts left %d, retried %d", err, a.left["result_ref = ?"], s.AbortsRetried())
+		}
+		if rec, err := plain.Get(ctx, k); err != nil || rec.Status != idem.StatusRunning || rec.Fence != f {
+			t.Fatalf("record %s fence %d %v", rec.Status, rec.Fence, err)
+		}
+	})
+}
