@@ -48,6 +48,9 @@ type Config struct {
 	Runs    []Run                   `json:"runs"`
 	Goals   []Goal                  `json:"goals"`
 	Proxies map[string]netrig.Stats `json:"proxies,omitempty"`
+	// Problems are the load test's: a wrong answer or an effective
+	// duplicate (the figures are reported all the same).
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Goal is one of issue 41's goals over a configuration's runs.
@@ -81,6 +84,7 @@ func (c *Config) read(js []byte) error {
 	if err := json.Unmarshal(js, &s); err != nil {
 		return fmt.Errorf("the load test's JSON: %w", err)
 	}
+	c.Problems = s.Problems
 	if len(s.Runs) == 0 {
 		return fmt.Errorf("the load test's JSON has no runs (problems: %v)", s.Problems)
 	}
@@ -223,6 +227,9 @@ func (r *rig) printConfig(c *Config) {
 		fmt.Fprintf(w, "%s: %d connections, %d chunks; written late by p50 %s, p99 %s beyond the %s delay (nanosleep overshoot %s, subtracted)\n",
 			name, s.Connections, s.Chunks, s.LateP50.Round(time.Microsecond), s.LateP99.Round(time.Microsecond), s.Delay,
 			s.Overshoot.Round(time.Microsecond))
+	}
+	for _, p := range c.Problems {
+		fmt.Fprintf(w, "PROBLEM: %s\n", p)
 	}
 	fmt.Fprintln(w, "goals (min / median / max over the runs; met by the median):")
 	for _, g := range c.Goals {

@@ -37,6 +37,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -75,6 +76,9 @@ func proxyMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "netrig proxy:", err)
 		return 2
 	}
+	// The delay line's thread keeps its P while it sleeps (netrig.Proxy):
+	// the readers and writers need others, also on one pinned CPU.
+	runtime.GOMAXPROCS(max(4, runtime.NumCPU()))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p := &netrig.Proxy{Delay: *delay, Upstream: *to}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -22,7 +23,12 @@ import (
 // wants; so one goroutine, locked to its OS thread with the timer slack set
 // to 1 ns, sleeps with nanosleep(2) until each chunk is due and writes it.
 // All chunks wait the same Delay, so they fall due in the order they were
-// read: one FIFO serves every connection.
+// read: one FIFO serves every connection. The line hands each due chunk to
+// its destination's writer goroutine, so that a peer slow to read holds up
+// its own connection only. The program that serves a Proxy should run with
+// GOMAXPROCS ≥ 2 (scripts/netrig does): the line's thread keeps its P while
+// it sleeps in the syscall, and the readers must not wait for sysmon to
+// take it back.
 type Proxy struct {
 	Delay    time.Duration
 	Upstream string // the server's address, dialled per connection
@@ -40,16 +46,41 @@ type Proxy struct {
 
 type chunk struct {
 	due   time.Time
-	dst   *net.TCPConn
+	dst   *writer
 	data  []byte
 	close bool // after data: half-close dst (EOF read on the other side)
-	pair  *pair
 }
 
 // pair is one proxied connection: the client's side and the server's.
 type pair struct {
 	a, b       *net.TCPConn
-	halfClosed int // written by the delay line's goroutine only
+	halfClosed atomic.Int32
+}
+
+// writer writes the due chunks of one side of a pair, in order.
+type writer struct {
+	conn *net.TCPConn
+	pair *pair
+	ch   chan chunk
+}
+
+func (w *writer) run() {
+	for c := range w.ch {
+		if len(c.data) > 0 {
+			if _, err := w.conn.Write(c.data); err != nil {
+				w.pair.a.Close()
+				w.pair.b.Close()
+			}
+		}
+		if c.close {
+			_ = w.conn.CloseWrite()
+			if w.pair.halfClosed.Add(1) == 2 {
+				w.pair.a.Close()
+				w.pair.b.Close()
+			}
+			return // the reader queues nothing after its close
+		}
+	}
 }
 
 // Stats is what a proxy did.
@@ -98,21 +129,25 @@ func (p *Proxy) handle(ctx context.Context, client *net.TCPConn) {
 	p.conns++
 	p.mu.Unlock()
 	pr := &pair{a: client, b: server}
-	go p.pump(pr, client, server)
-	go p.pump(pr, server, client)
+	toServer := &writer{conn: server, pair: pr, ch: make(chan chunk, 4096)}
+	toClient := &writer{conn: client, pair: pr, ch: make(chan chunk, 4096)}
+	go toServer.run()
+	go toClient.run()
+	go p.pump(client, toServer)
+	go p.pump(server, toClient)
 }
 
 // pump reads src and queues each chunk for dst; at EOF or an error it
 // queues dst's half-close, delayed like the data before it.
-func (p *Proxy) pump(pr *pair, src, dst *net.TCPConn) {
+func (p *Proxy) pump(src *net.TCPConn, dst *writer) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.push(chunk{due: time.Now().Add(p.Delay), dst: dst, data: slices.Clone(buf[:n]), pair: pr})
+			p.push(chunk{due: time.Now().Add(p.Delay), dst: dst, data: slices.Clone(buf[:n])})
 		}
 		if err != nil {
-			p.push(chunk{due: time.Now().Add(p.Delay), dst: dst, close: true, pair: pr})
+			p.push(chunk{due: time.Now().Add(p.Delay), dst: dst, close: true})
 			return
 		}
 	}
@@ -171,19 +206,7 @@ func (p *Proxy) line(ctx context.Context) {
 			}
 		}
 		late := time.Since(c.due)
-		if len(c.data) > 0 {
-			if _, err := c.dst.Write(c.data); err != nil {
-				c.pair.a.Close()
-				c.pair.b.Close()
-			}
-		}
-		if c.close {
-			_ = c.dst.CloseWrite()
-			if c.pair.halfClosed++; c.pair.halfClosed == 2 {
-				c.pair.a.Close()
-				c.pair.b.Close()
-			}
-		}
+		c.dst.ch <- c
 		n++
 		p.mu.Lock()
 		p.chunks++
@@ -196,7 +219,9 @@ func (p *Proxy) line(ctx context.Context) {
 }
 
 // calibrate measures how much longer than asked a 100 µs nanosleep takes on
-// this thread (the median of 50), so that each sleep can end on time.
+// this thread (the lower quartile of 50: on a busy machine the median
+// includes preemptions, and subtracting those would end most sleeps early),
+// so that each sleep can end on time.
 func calibrate() time.Duration {
 	const ask = 100 * time.Microsecond
 	over := make([]time.Duration, 50)
@@ -207,7 +232,7 @@ func calibrate() time.Duration {
 		over[i] = time.Since(t) - ask
 	}
 	slices.Sort(over)
-	return min(max(over[len(over)/2], 0), 80*time.Microsecond)
+	return min(max(over[len(over)/4], 0), 80*time.Microsecond)
 }
 
 // Stats is a snapshot of what the proxy did so far.
