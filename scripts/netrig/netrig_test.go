@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,5 +188,66 @@ func TestRigFailsCleanly(t *testing.T) {
 	}
 	if left := netrig.Leftovers(os.Getpid()); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// cancelOn cancels when mark is written.
+type cancelOn struct {
+	mu     sync.Mutex
+	b      bytes.Buffer
+	mark   string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOn) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if bytes.Contains(p, []byte(w.mark)) {
+		w.cancel()
+	}
+	return w.b.Write(p)
+}
+
+// TestRigInterrupted: an interrupt (SIGINT, SIGTERM: the context) while the
+// load test runs stops it, its instances, the servers and the proxies, and
+// leaves nothing: no namespace, no process, no work directory (the load
+// test's own is inside the rig's).
+func TestRigInterrupted(t *testing.T) {
+	needRig(t)
+	loadDirs := func() map[string]bool { // the load test's own work directories, were they outside the rig's
+		m := map[string]bool{}
+		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "idemgate-loadtest-*"))
+		for _, d := range dirs {
+			m[d] = true
+		}
+		return m
+	}
+	before := loadDirs()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// -v streams the load test's output: its targets line comes once its
+	// instances run.
+	out := &cancelOn{mark: "MySQL-only targets", cancel: cancel}
+	var errb bytes.Buffer
+	code := run(ctx, []string{"-v", "-delay", "150us", "-c", "4", "-runs", "1", "-spawn", "1", "-n", "40",
+		"-dup-n", "20000", "-first-n", "20000", "-base-n", "30", "-slices", "2"}, out, &errb)
+	t.Log("\n" + out.b.String() + errb.String())
+	if code != 2 {
+		t.Fatalf("exit %d, want 2 (interrupted)", code)
+	}
+	if !strings.Contains(out.b.String(), "cleanup: checked, nothing left") {
+		t.Error("no cleanup check after the interrupt")
+	}
+	if left := netrig.Leftovers(os.Getpid()); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-*", workPrefix, os.Getpid())))
+	if len(dirs) > 0 {
+		t.Errorf("work directories left: %v", dirs)
+	}
+	for d := range loadDirs() {
+		if !before[d] {
+			t.Errorf("the load test's work directory left: %s", d)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/idemgate/idemgate/internal/dev/netrig"
@@ -350,9 +351,15 @@ func (r *rig) measure(ctx context.Context, cfg *Config) error {
 		w = io.MultiWriter(log, r.out)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
+	// Its temporary files (its work directory, the instances' logs) go
+	// under the rig's, which teardown removes whatever happens to it.
+	cmd.Env = append(os.Environ(), "TMPDIR="+r.work)
 	if o.GenProcs > 0 {
-		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(o.GenProcs))
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(o.GenProcs))
 	}
+	// Interrupted, it stops its instances and removes its files itself
+	// (SIGTERM); killed after 10 s if not.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	runErr := cmd.Run()
 	b, _ := os.ReadFile(logPath)
