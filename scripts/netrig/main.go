@@ -21,6 +21,12 @@
 //	go run ./scripts/netrig -short                  # CI's: c = 32, 150 µs, one short run
 //	go run ./scripts/netrig -delay 0 -c 32 -runs 1  # today's figures: servers reached directly, no delay
 //
+// Its work directory (the binaries, the private MariaDB's data, the
+// instances' files) is under TMPDIR; on a machine whose disk other work
+// shares, TMPDIR=/dev/shm keeps MariaDB's fsyncs off it (with the data on a
+// busy disk a commit can stall for seconds, and the engine's 5 s bound on the
+// completing write then answers "timeout": a wrong answer to the rig).
+//
 // Needs root (ip netns), ip, taskset, and tc unless -delay-mode proxy;
 // redis-server, redis-cli, mariadbd, mariadb-install-db and mariadb-admin.
 // It starts and stops everything itself: namespaces igrig<pid>-*, a private
