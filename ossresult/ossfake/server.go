@@ -18,6 +18,7 @@ package ossfake
 
 import (
 	"maps"
+	"net"
 	"net/http/httptest"
 	"sync"
 	"time"
@@ -79,15 +80,34 @@ type Server struct {
 
 // New starts a fake OSS on a loopback port; its Endpoint is s.URL.
 func New(cfg Config) *Server {
+	s := newServer(cfg)
+	s.Server = httptest.NewServer(s)
+	return s
+}
+
+// Listen is New on addr instead of a loopback port: an address inside a
+// network namespace of a benchmark rig (scripts/netrig).
+func Listen(cfg Config, addr string) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := newServer(cfg)
+	s.Server = httptest.NewUnstartedServer(s)
+	s.Listener.Close()
+	s.Listener = ln
+	s.Start()
+	return s, nil
+}
+
+func newServer(cfg Config) *Server {
 	if cfg.MaxSkew == 0 {
 		cfg.MaxSkew = 15 * time.Minute
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, objects: map[string]Object{}, puts: map[string]int{}}
-	s.Server = httptest.NewServer(s)
-	return s
+	return &Server{cfg: cfg, objects: map[string]Object{}, puts: map[string]int{}}
 }
 
 // Endpoint is the URL to give the SDK (an IP endpoint, so path style).

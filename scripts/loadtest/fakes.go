@@ -40,20 +40,34 @@ type fakes struct {
 	ossCfg             ossresult.OSSConfig
 }
 
-// startFakes starts the three services on loopback ports.
-func startFakes() (*fakes, error) {
+// startFakes starts the three services on ports of host ("": loopback; an
+// address of the rig's load-generator namespace, which the instances reach).
+func startFakes(host string) (*fakes, error) {
 	f := &fakes{keyID: "LTAI" + proc.Nonce(), keySecret: proc.Nonce() + proc.Nonce(), signingSecret: proc.Nonce() + proc.Nonce() + proc.Nonce() + proc.Nonce()}
-	f.oss = ossfake.New(ossfake.Config{Bucket: fakeBucket, Region: fakeRegion, AccessKeyID: f.keyID,
-		AccessKeySecret: f.keySecret, RequireTag: ossresult.TagKind, RequireTagPrefix: "tasks/"})
-	f.model = modelfake.Start()
+	cfg := ossfake.Config{Bucket: fakeBucket, Region: fakeRegion, AccessKeyID: f.keyID,
+		AccessKeySecret: f.keySecret, RequireTag: ossresult.TagKind, RequireTagPrefix: "tasks/"}
+	listen, flag := "127.0.0.1:0", ";loopback"
 	var err error
-	if f.recv, err = startReceiver(f.signingSecret); err != nil {
+	if host == "" {
+		f.oss, f.model = ossfake.New(cfg), modelfake.Start()
+	} else {
+		// A private address needs its flag as loopback does (docs/operations.md, NOTIFY_ALLOWED_HOSTS).
+		listen, flag = net.JoinHostPort(host, "0"), ";private"
+		if f.oss, err = ossfake.Listen(cfg, listen); err != nil {
+			return nil, fmt.Errorf("fake OSS: %w", err)
+		}
+		if f.model, err = modelfake.StartAt(listen); err != nil {
+			f.oss.Close()
+			return nil, fmt.Errorf("fake model: %w", err)
+		}
+	}
+	if f.recv, err = startReceiver(listen, f.signingSecret); err != nil {
 		f.close()
 		return nil, err
 	}
 	f.notifyURL = "http://" + f.recv.addr + "/notify"
 	// Loopback needs its flag (docs/operations.md, NOTIFY_ALLOWED_HOSTS).
-	f.allowed = "http://" + f.recv.addr + ";loopback"
+	f.allowed = "http://" + f.recv.addr + flag
 	f.creds = ossresult.Credentials{AccessKeyID: f.keyID, AccessKeySecret: f.keySecret}
 	f.ossCfg = ossresult.OSSConfig{Endpoint: f.oss.Endpoint(), Bucket: fakeBucket, Region: fakeRegion}
 	return f, nil
@@ -99,8 +113,8 @@ type receiver struct {
 	bad    int
 }
 
-func startReceiver(secret string) (*receiver, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func startReceiver(listen, secret string) (*receiver, error) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}

@@ -41,13 +41,18 @@ type firstVariant struct {
 
 func (r *runner) firstVariants() []firstVariant {
 	f := r.fl
+	var v []firstVariant
 	if !r.o.Redis { // the targets answer from MySQL alone
-		return []firstVariant{{PhaseFirstMySQL, f.targets, f.loadPIDs}, {PhaseFirstMySQLQuiet, f.targets, f.loadPIDs}}
+		v = []firstVariant{{PhaseFirstMySQL, f.targets, f.loadPIDs}, {PhaseFirstMySQLQuiet, f.targets, f.loadPIDs}}
+	} else {
+		v = []firstVariant{{PhaseFirst, f.targets, f.loadPIDs}, {PhaseFirstQuiet, f.targets, f.loadPIDs}}
+		if len(f.mysqlTargets) > 0 {
+			v = append(v, firstVariant{PhaseFirstMySQL, f.mysqlTargets, f.mysqlPIDs},
+				firstVariant{PhaseFirstMySQLQuiet, f.mysqlTargets, f.mysqlPIDs})
+		}
 	}
-	v := []firstVariant{{PhaseFirst, f.targets, f.loadPIDs}, {PhaseFirstQuiet, f.targets, f.loadPIDs}}
-	if len(f.mysqlTargets) > 0 {
-		v = append(v, firstVariant{PhaseFirstMySQL, f.mysqlTargets, f.mysqlPIDs},
-			firstVariant{PhaseFirstMySQLQuiet, f.mysqlTargets, f.mysqlPIDs})
+	if r.o.NoQuiet {
+		v = slices.DeleteFunc(v, func(x firstVariant) bool { return !notifies(x.name) })
 	}
 	return v
 }
@@ -68,8 +73,11 @@ func (r *runner) firstJobs(run, n int, nonce string) []Job {
 		}
 		jobs = append(jobs, r.httpJob(run, v.name, units, v.targets, v.pids))
 	}
-	return append(jobs, r.opJob(run, PhaseRawPipeline, n, r.raw.op(true)),
-		r.opJob(run, PhaseRawPipelineQuiet, n, r.raw.op(false)))
+	jobs = append(jobs, r.opJob(run, PhaseRawPipeline, n, r.raw.op(true)))
+	if r.o.NoQuiet {
+		return jobs
+	}
+	return append(jobs, r.opJob(run, PhaseRawPipelineQuiet, n, r.raw.op(false)))
 }
 
 // firstPhases runs the group (with -first-n > 0 and spawned instances), with

@@ -58,7 +58,8 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, fakeE
 			e = append(e, "REDIS_URL="+o.RedisURL, "REDIS_KEY_PREFIX="+o.RedisKeyPrefix)
 		}
 		for i := range o.Spawn {
-			in, err := proc.Start(ctx, bin, proc.Options{Env: e, LogPath: filepath.Join(work, fmt.Sprintf("instance-%s-%d.log", set.name, i))})
+			in, err := proc.Start(ctx, bin, proc.Options{Env: e, LogPath: filepath.Join(work, fmt.Sprintf("instance-%s-%d.log", set.name, i)),
+				Wrap: o.InstanceWrap, Host: o.InstanceHost})
 			if err != nil {
 				return err
 			}

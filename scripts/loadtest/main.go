@@ -57,6 +57,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -109,9 +110,16 @@ func run(args []string) int {
 	fs.StringVar(&o.PNG, "png", "", "write a latency histogram per class to FILE (PNG)")
 	fs.StringVar(&o.JSON, "json", "", "write the summary (every run's figures) to FILE as JSON")
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed of the plan (0: from the clock)")
+	instanceWrap := fs.String("instance-exec", "", "run each spawned instance through this command, which must exec it in the same process (space-separated, e.g. 'ip netns exec NS taskset -c 1'; scripts/netrig sets it)")
+	fs.StringVar(&o.InstanceHost, "instance-host", "", "the address spawned instances are reached at (default 127.0.0.1; with -instance-exec: their namespace's address)")
+	fs.StringVar(&o.FakesHost, "fakes-host", "", "the address the fake OSS, model and notify receiver listen on (default loopback; scripts/netrig: the load generator's namespace address)")
+	fs.StringVar(&o.Floors, "floors", FloorsAll, "the baselines: all (bare handler processes, Redis and MySQL floors), or mysql (raw INSERT+UPDATE and the engine's claim+complete only: no bare handler, which listens on loopback)")
+	fs.BoolVar(&o.NoQuiet, "notify-only", false, "run only the first-delivery and raw-pipeline phases with notify (not their no-notify twins)")
+	observe := fs.String("observe", "", "more processes whose CPU each phase is charged, per request, beside the instances and this program: NAME=PID[+PID…],… (scripts/netrig: the servers and its delay proxies)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory of spawned instances (logs, result objects)")
 	progressMode := fs.String("progress", "auto", progress.FlagUsage)
-	if err := fs.Parse(args); err != nil {
+	var err error
+	if err = fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -121,9 +129,13 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "loadtest: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	o.InstanceWrap = strings.Fields(*instanceWrap)
+	if o.Observe, err = parseObserve(*observe); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest: -observe:", err)
+		return 2
+	}
 	o.Targets = splitList(*targets)
 	o.MySQLTargets = splitList(*mysqlTargets)
-	var err error
 	if o.Mix, err = ParseMix(*mix); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest: -mix:", err)
 		return 2
@@ -186,7 +198,15 @@ type Options struct {
 	JSON           string
 	Seed           uint64
 	Keep           bool
-	WorkDir        string // "": a temporary directory
+	// InstanceWrap and InstanceHost place the spawned instances (proc.Options
+	// Wrap and Host); FakesHost is where the fakes listen ("": loopback).
+	InstanceWrap []string
+	InstanceHost string
+	FakesHost    string
+	Floors       string           // FloorsAll or FloorsMySQL
+	NoQuiet      bool             // -notify-only
+	Observe      map[string][]int // more processes charged per phase (-observe)
+	WorkDir      string           // "": a temporary directory
 	// Progress receives the progress bar (nil: none); Log receives setup
 	// lines (nil: none).
 	Progress, Log io.Writer
@@ -196,7 +216,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{MySQLDSN: "root@tcp(127.0.0.1:3306)/idemgate_load", RedisURL: "redis://127.0.0.1:6379/14",
 		Redis: true, N: 2000, C: 16, DupRate: 11.7, Mix: Mix{Redeliver: 40, Double: 30, Burst: 30}, BurstMax: 4,
-		DupN: -1, BaseN: -1, FirstN: -1, Window: 30 * time.Second, Repeat: 1, Slices: 10, Timeout: 30 * time.Second, MaxDuration: 20 * time.Minute}
+		DupN: -1, BaseN: -1, FirstN: -1, Floors: FloorsAll, Window: 30 * time.Second, Repeat: 1, Slices: 10, Timeout: 30 * time.Second, MaxDuration: 20 * time.Minute}
 }
 
 func (o *Options) check() error {
@@ -227,6 +247,10 @@ func (o *Options) check() error {
 		return errors.New("-repeat: want 1 to 100")
 	case o.Timeout <= 0 || o.MaxDuration <= 0:
 		return errors.New("-timeout, -max-duration: want > 0")
+	case o.Floors != FloorsAll && o.Floors != FloorsMySQL:
+		return fmt.Errorf("-floors: want %s or %s", FloorsAll, FloorsMySQL)
+	case len(o.InstanceWrap) > 0 && o.Spawn == 0:
+		return errors.New("-instance-exec needs -spawn")
 	}
 	if o.Rate > 0 {
 		o.N = max(1, int(o.Rate*o.Window.Seconds()+0.5))
@@ -246,4 +270,36 @@ func (o *Options) check() error {
 		o.BaseN = o.N
 	}
 	return nil
+}
+
+// The baselines of -floors.
+const (
+	FloorsAll   = "all"
+	FloorsMySQL = "mysql"
+)
+
+// bare says whether the bare handler's processes run (they listen on
+// loopback, which a rig's other namespaces cannot reach).
+func (o *Options) bare() bool { return o.Floors != FloorsMySQL }
+
+// parseObserve reads -observe: NAME=PID[+PID…],…
+func parseObserve(s string) (map[string][]int, error) {
+	m := map[string][]int{}
+	for _, item := range splitList(s) {
+		name, pids, ok := strings.Cut(item, "=")
+		if !ok || name == "" || pids == "" {
+			return nil, fmt.Errorf("%q: want NAME=PID[+PID…]", item)
+		}
+		if _, dup := m[name]; dup || name == procFunction || name == procGenerator {
+			return nil, fmt.Errorf("%q: the name is taken", name)
+		}
+		for _, p := range strings.Split(pids, "+") {
+			pid, err := strconv.Atoi(p)
+			if err != nil || pid <= 0 {
+				return nil, fmt.Errorf("%q: %q is not a process id", item, p)
+			}
+			m[name] = append(m[name], pid)
+		}
+	}
+	return m, nil
 }

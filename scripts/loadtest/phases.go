@@ -35,7 +35,7 @@ func (r *runner) dupJobs(run int, actions []Action, done []int, nDup, nBase int)
 				r.fl.mysqlPIDs))
 		}
 	}
-	if nBase > 0 {
+	if nBase > 0 && r.o.bare() {
 		// The bare handlers are compared with the duplicate phases: as many
 		// requests as they have.
 		n := nBase
@@ -60,6 +60,9 @@ func (r *runner) floorJobs(run int, n int, nonce string) ([][]Job, error) {
 	// per slice, shorter than one GC cycle or scheduler hiccup, so they run
 	// redisFloorFactor times as many.
 	nr := n * redisFloorFactor
+	if r.o.Floors == FloorsMySQL {
+		return [][]Job{{r.opJob(run, PhaseRawInsert, n, r.bl.RawInsertUpdate()), r.opJob(run, PhaseLibClaim, n, r.bl.EngineClaimComplete())}}, nil
+	}
 	return [][]Job{
 		{r.opJob(run, PhaseRawEvalsha, nr, r.bl.RawEvalsha(nonce)), r.opJob(run, PhaseLibDup, nr, libDup)},
 		{r.opJob(run, PhaseRawInsert, n, r.bl.RawInsertUpdate()), r.opJob(run, PhaseRawAllOps, n, r.bl.RawAllOps()),
@@ -134,6 +137,24 @@ func (m *measured) add(ph PhaseResult) {
 		}
 		m.rr.CPU[ph.Name] = cpu / time.Duration(len(ph.Results))
 	}
+	if len(ph.Results) > 0 && len(ph.Slices) > 0 && ph.Slices[0].Procs != nil {
+		per := map[string]float64{}
+		for _, s := range ph.Slices {
+			for name, d := range s.Procs {
+				per[name] += float64(d) / float64(time.Microsecond)
+			}
+			if ph.charged {
+				per[procFunction] += float64(s.CPU) / float64(time.Microsecond)
+			}
+		}
+		for name := range per {
+			per[name] /= float64(len(ph.Results))
+		}
+		if m.rr.ProcCPU == nil {
+			m.rr.ProcCPU = map[string]map[string]float64{}
+		}
+		m.rr.ProcCPU[ph.Name] = per
+	}
 	s := summarizePhase(ph)
 	m.rr.Phases = append(m.rr.Phases, s)
 	m.rr.phaseByName[ph.Name] = s
@@ -156,7 +177,7 @@ func (r *runner) measure(run int) (RunReport, error) {
 			return m.rr, err
 		}
 		for i, g := range groups {
-			for _, ph := range r.interleave(g, r.o.Slices, []string{"redis floor", "mysql floor"}[i]) {
+			for _, ph := range r.interleave(g, r.o.Slices, fmt.Sprintf("floor %d", i+1)) {
 				m.add(ph)
 				r.addHist(ph.Name, ph, "")
 			}

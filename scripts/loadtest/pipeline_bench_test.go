@@ -169,7 +169,7 @@ func BenchmarkClaimCompleteParts(b *testing.B) {
 //
 //	go test -run '^$' -bench PipelineFirst -benchtime 2000x -cpuprofile /tmp/first.pprof ./scripts/loadtest/
 func BenchmarkPipelineFirst(b *testing.B) {
-	f, err := startFakes()
+	f, err := startFakes("")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -58,6 +58,10 @@ type RunReport struct {
 	// CPU is the spawned instances' CPU time (user+system) per request of a
 	// phase; each phase reaches its own set of instances.
 	CPU map[string]time.Duration `json:"cpu_per_request_ns,omitempty"`
+	// ProcCPU is, with -observe, each phase's CPU time per request of each
+	// process group (the phase's instances as "function", this program as
+	// "load-generator", and -observe's), in µs.
+	ProcCPU map[string]map[string]float64 `json:"cpu_per_request_us_by_process,omitempty"`
 	// SQL are the MySQL counters per task of the phases that reach MySQL.
 	SQL         []SQLFigures `json:"mysql,omitempty"`
 	Offer       *Offer       `json:"offer,omitempty"`
@@ -205,7 +209,7 @@ func (r *runner) setup() error {
 		return err
 	}
 	if o.Spawn > 0 {
-		if r.fk, err = startFakes(); err != nil {
+		if r.fk, err = startFakes(o.FakesHost); err != nil {
 			return err
 		}
 		if o.FirstN > 0 {
@@ -259,7 +263,7 @@ func (r *runner) startFleet() error {
 	o := r.o
 	r.fl = &fleet{targets: o.Targets, mysqlTargets: o.MySQLTargets}
 	bareBin := o.BareBin
-	if o.BaseN > 0 && bareBin == "" {
+	if o.BaseN > 0 && o.bare() && bareBin == "" {
 		var err error
 		if bareBin, err = proc.BuildPackage(r.ctx, "./scripts/loadtest/bareserver", filepath.Join(r.work, "bareserver"), true); err != nil {
 			return fmt.Errorf("bare handler: %w (or give -bare-bin, or -base-n 0 to skip the baselines)", err)
@@ -275,7 +279,7 @@ func (r *runner) startFleet() error {
 		r.fl.mysqlTargets = nil // the targets answer from MySQL: their pure duplicates are the dup-mysql phase
 	}
 	r.sum.Targets, r.sum.MySQLTargets = r.fl.targets, r.fl.mysqlTargets
-	if o.BaseN > 0 {
+	if o.BaseN > 0 && o.bare() {
 		if err := r.fl.spawnBare(r.ctx, bareBin, o.RedisURL, o.RedisKeyPrefix, r.work); err != nil {
 			return err
 		}

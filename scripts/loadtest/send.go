@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,6 +136,9 @@ type Slice struct {
 	SQL     Counters
 	Foreign string
 	CPU     time.Duration // of the job's processes (Job.PIDs)
+	// Procs is the CPU time of each observed process group (-observe, and
+	// this program itself) during the slice; nil without -observe.
+	Procs map[string]time.Duration
 }
 
 // executions counts the answers that executed a task: duplicate=false
@@ -332,9 +336,15 @@ func (r *runner) runSlice(j Job, lo, hi int, done *atomic.Int64) (PhaseResult, S
 	if r.probe != nil {
 		perr = r.probe.begin(r.ctx)
 	}
-	cpu0 := proc.CPUTime(j.PIDs)
+	cpu0, procs0 := proc.CPUTime(j.PIDs), r.observeCPU()
 	res := j.Run(lo, hi, done)
 	sl := Slice{Wall: res.Wall, CPU: proc.CPUTime(j.PIDs) - cpu0, Requests: len(res.Results), Tasks: executions(res.Results)}
+	if procs0 != nil {
+		sl.Procs = r.observeCPU()
+		for name, d := range procs0 {
+			sl.Procs[name] -= d
+		}
+	}
 	if r.probe != nil && perr == nil {
 		sl.SQL, sl.Foreign, perr = r.probe.end(r.ctx)
 	}
@@ -342,4 +352,25 @@ func (r *runner) runSlice(j Job, lo, hi int, done *atomic.Int64) (PhaseResult, S
 		sl.SQL, sl.Foreign = nil, "probe failed: "+perr.Error()
 	}
 	return res, sl
+}
+
+// Names of the process groups every observed phase is charged, beside
+// -observe's.
+const (
+	procFunction  = "function"       // the phase's instances (Job.PIDs)
+	procGenerator = "load-generator" // this program: client, fakes, in-process floors
+)
+
+// observeCPU is the CPU time so far of each -observe group and of this
+// program (nil without -observe).
+func (r *runner) observeCPU() map[string]time.Duration {
+	if len(r.o.Observe) == 0 {
+		return nil
+	}
+	m := make(map[string]time.Duration, len(r.o.Observe)+1)
+	for name, pids := range r.o.Observe {
+		m[name] = proc.CPUTime(pids)
+	}
+	m[procGenerator] = proc.CPUTime([]int{os.Getpid()})
+	return m
 }

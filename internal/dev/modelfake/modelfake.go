@@ -8,6 +8,7 @@ package modelfake
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -45,10 +46,30 @@ type Fake struct {
 // Start serves the fake until Close; every call answers at once with 200
 // until Set says otherwise.
 func Start() *Fake {
-	f := &Fake{calls: map[string]int{}, traces: map[string][]string{}, keys: []string{APIKey}, Arrived: make(chan int64, 1000)}
+	f := newFake()
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	f.URL = f.srv.URL + "/v1"
 	return f
+}
+
+// StartAt is Start on addr instead of a loopback port: an address inside a
+// network namespace of a benchmark rig (scripts/netrig).
+func StartAt(addr string) (*Fake, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	f := newFake()
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.srv.Listener.Close()
+	f.srv.Listener = ln
+	f.srv.Start()
+	f.URL = f.srv.URL + "/v1"
+	return f, nil
+}
+
+func newFake() *Fake {
+	return &Fake{calls: map[string]int{}, traces: map[string][]string{}, keys: []string{APIKey}, Arrived: make(chan int64, 1000)}
 }
 
 // Close stops serving.

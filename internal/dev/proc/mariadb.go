@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,28 @@ type MariaDB struct {
 // IDEMGATE_TEST_MARIADBD names mariadbd (default: on PATH, else /usr/sbin);
 // mariadb-install-db is looked for beside it, then on PATH.
 func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
+	return StartMariaDBWith(ctx, dir, MariaDBOptions{})
+}
+
+// MariaDBOptions place a private server elsewhere than a loopback port of
+// the caller's network namespace. The zero value is StartMariaDB's.
+type MariaDBOptions struct {
+	// Wrap runs mariadbd through a command that execs it (ip netns exec NS
+	// taskset -c 1), so that Pid is still the server's.
+	Wrap []string
+	// Host and Port are where it listens (default 127.0.0.1 and a free
+	// loopback port).
+	Host string
+	Port int
+	// Args are more server options (e.g. --skip-name-resolve).
+	Args []string
+	// Ready reports whether the server answers; default: a ping over its
+	// DSN from this process (which cannot reach another namespace).
+	Ready func(ctx context.Context, m *MariaDB) error
+}
+
+// StartMariaDBWith is StartMariaDB placed as o says.
+func StartMariaDBWith(ctx context.Context, dir string, o MariaDBOptions) (*MariaDB, error) {
 	server, install, err := mariadbBinaries()
 	if err != nil {
 		return nil, err
@@ -54,25 +77,39 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 	if out, err := inst.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, Tail(string(out), 2000))
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	port, host := o.Port, o.Host
+	if port == 0 {
+		if port, err = FreePort(); err != nil {
+			return nil, err
+		}
 	}
-	m := &MariaDB{Addr: "127.0.0.1:" + strconv.Itoa(port), LogPath: filepath.Join(dir, "mariadbd.log"), exited: make(chan struct{})}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	m := &MariaDB{Addr: net.JoinHostPort(host, strconv.Itoa(port)), LogPath: filepath.Join(dir, "mariadbd.log"), exited: make(chan struct{})}
 	log, err := os.Create(m.LogPath)
 	if err != nil {
 		return nil, err
 	}
-	m.cmd = exec.Command(server, append([]string{"--no-defaults", "--datadir=" + data, "--user=root",
-		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mariadbd.sock"),
-		"--pid-file=" + filepath.Join(dir, "mariadbd.pid"), "--skip-log-bin"}, tuning...)...)
+	args := append([]string{"--no-defaults", "--datadir=" + data, "--user=root",
+		"--bind-address=" + host, "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mariadbd.sock"),
+		"--pid-file=" + filepath.Join(dir, "mariadbd.pid"), "--skip-log-bin"}, append(tuning, o.Args...)...)
+	if len(o.Wrap) > 0 {
+		m.cmd = exec.Command(o.Wrap[0], append(append(o.Wrap[1:len(o.Wrap):len(o.Wrap)], server), args...)...)
+	} else {
+		m.cmd = exec.Command(server, args...)
+	}
 	m.cmd.Stdout, m.cmd.Stderr = log, log
 	if err := m.cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("mariadbd: %w", err)
 	}
 	go func() { _ = m.cmd.Wait(); log.Close(); close(m.exited) }()
-	if err := m.await(ctx); err != nil {
+	ready := o.Ready
+	if ready == nil {
+		ready = func(ctx context.Context, m *MariaDB) error { return m.ping(ctx) }
+	}
+	if err := m.await(ctx, ready); err != nil {
 		m.Stop()
 		b, _ := os.ReadFile(m.LogPath)
 		return nil, fmt.Errorf("private MariaDB: %w\n%s", err, Tail(string(b), 2000))
@@ -104,17 +141,29 @@ func (m *MariaDB) DSN(db string) string {
 	return (&mysql.Config{User: "root", Net: "tcp", Addr: m.Addr, DBName: db, AllowNativePasswords: true}).FormatDSN()
 }
 
-// await pings until the server answers (20 s at most).
-func (m *MariaDB) await(ctx context.Context) error {
+// ping opens a connection to the server and pings it.
+func (m *MariaDB) ping(ctx context.Context) error {
 	db, err := sql.Open("mysql", m.DSN(""))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	return db.PingContext(ctx)
+}
+
+// Socket is the server's Unix socket (reachable from any network
+// namespace: it is a path).
+func (m *MariaDB) Socket() string { return filepath.Join(filepath.Dir(m.LogPath), "mariadbd.sock") }
+
+// Pid is the server's process id.
+func (m *MariaDB) Pid() int { return m.cmd.Process.Pid }
+
+// await asks ready until the server answers (20 s at most).
+func (m *MariaDB) await(ctx context.Context, ready func(context.Context, *MariaDB) error) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, cancel := context.WithTimeout(ctx, time.Second)
-		err = db.PingContext(c)
+		err := ready(c, m)
 		cancel()
 		if err == nil {
 			return nil

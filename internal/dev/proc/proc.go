@@ -39,11 +39,18 @@ type Options struct {
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL
 	// (default 5 s).
 	StopGrace time.Duration
+	// Wrap runs the binary through a command that execs it in the same
+	// process (e.g. ip netns exec NS taskset -c 1), so that Pid is still
+	// the binary's; "" none.
+	Wrap []string
+	// Host is the address the instance is reached at (default 127.0.0.1):
+	// its address inside the network namespace Wrap enters.
+	Host string
 }
 
 // Instance is a started process.
 type Instance struct {
-	Base    string // http://127.0.0.1:<port>
+	Base    string // http://127.0.0.1:<port> (Options.Host)
 	Cmd     *exec.Cmd
 	LogPath string // "" when the output is kept in memory
 	// Started is the exec; Listening the first successful TCP connect;
@@ -70,13 +77,16 @@ func Start(ctx context.Context, bin string, o Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Instance{Base: fmt.Sprintf("http://127.0.0.1:%d", port), LogPath: o.LogPath, grace: o.StopGrace,
+	in := &Instance{Base: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(port)), LogPath: o.LogPath, grace: o.StopGrace,
 		exited: make(chan struct{})}
 	out, closeOut, err := in.output()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin)
+	if len(o.Wrap) > 0 {
+		cmd = exec.Command(o.Wrap[0], append(o.Wrap[1:len(o.Wrap):len(o.Wrap)], bin)...)
+	}
 	// A new slice: o.Env may be shared by callers starting several at once.
 	cmd.Env = append(BaseEnv(o.Env...), "FC_SERVER_PORT="+strconv.Itoa(port))
 	cmd.Stdout, cmd.Stderr = out, out
@@ -105,6 +115,9 @@ func (o Options) withDefaults() Options {
 	if o.StopGrace <= 0 {
 		o.StopGrace = 5 * time.Second
 	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
 	return o
 }
 
@@ -125,7 +138,7 @@ func (in *Instance) output() (io.Writer, func(), error) {
 // answers.
 func (in *Instance) await(ctx context.Context, port int, o Options) error {
 	deadline := in.Started.Add(o.Timeout)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort(o.Host, strconv.Itoa(port))
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: (&net.Dialer{Timeout: 100 * time.Millisecond}).DialContext}}
 	for {
