@@ -140,8 +140,8 @@ func (s *storeW) Defer(ctx context.Context, rec driver.Record, d time.Duration) 
 
 func (s *storeW) Fail(ctx context.Context, key string, fence int64, f driver.Failure) error {
 	return call(s.a, "store.Fail "+key+" "+f.Code, storeErr, func() error {
-		if f.Final && f.Code == "input_missing" {
-			s.w().checkAbandon(s.a, key)
+		if f.Final && (f.Code == "input_missing" || f.Code == "input_unreadable") {
+			s.w().checkAbandon(s.a, key, f.Code)
 		}
 		s.w().checkFail(s.a, key, f)
 		at, sent := s.w().clock(), time.Now()
