@@ -38,6 +38,17 @@ func (h *refusingHook) Post(_ context.Context, _, key, _ string, _ []byte) error
 	return nil
 }
 
+// within waits for ch to close, failing the test after a minute (a step
+// that never came: the scenario did not happen as written).
+func within(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("waited a minute for %s", what)
+	}
+}
+
 // logLines are the JSON lines of out, as the logstore indexes them.
 func logLines(out string) []logq.Line {
 	var lines []logq.Line
@@ -62,7 +73,7 @@ func logLines(out string) []logq.Line {
 func TestAFinishFailedAfterItsDeliveryWasAcknowledgedReplaysFromTheAlert(t *testing.T) {
 	onStores(t, func(t *testing.T, store driver.Maintainer, dir string) {
 		ctx := context.Background()
-		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(300*time.Millisecond))
+		rg := newRigOn(t, store, dir, &model{}, idempotency.WithLease(time.Second))
 		var logs proc.Buffer
 		rg.p.Log = logx.New(&logs, slog.LevelInfo, nil) // the function's logger: the context's fields on every line
 		hook := &refusingHook{got: map[string]int{}}
@@ -87,20 +98,25 @@ func TestAFinishFailedAfterItsDeliveryWasAcknowledgedReplaysFromTheAlert(t *test
 		d := derive(t, data)
 		body := taskBody("ev-1", data, "https://hook.test/done")
 		go rg.p.Handle(ctx, body, handler.Meta{RequestID: "r1", RetryCount: 0})
-		<-dead
-		time.Sleep(350 * time.Millisecond) // the dead holder's finish lease ends
+		within(t, dead, "r1's try to publish")
+		time.Sleep(1100 * time.Millisecond) // the dead holder's finish lease ends
 		swept := make(chan error, 1)
 		go func() {
 			_, err := rg.p.Sweep(ctx, handler.Meta{}, handler.SweepOptions{})
 			swept <- err
 		}()
-		<-sweeperHolds
+		within(t, sweeperHolds, "the sweeper to take the finish up")
 		if r := rg.p.Handle(ctx, body, handler.Meta{RequestID: "r1", RetryCount: 1}); r.Status != 200 {
 			t.Fatalf("FC's retry beside the sweeper's live finish: %d %s; want it acknowledged", r.Status, r.Body)
 		}
 		close(release)
-		if err := <-swept; err != nil {
-			t.Fatal(err)
+		select {
+		case err := <-swept:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the sweep did not end")
 		}
 		if rec, _ := store.Get(ctx, d.Key); rec.Finish != driver.FinishFailed || rec.LastErrorCode != "notify_rejected" {
 			t.Fatalf("record finish %q %q: want FAILED notify_rejected", rec.Finish, rec.LastErrorCode)
