@@ -264,16 +264,16 @@ func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec driver.Recor
 		// Between the listing and the claim, a retry may have saved the input:
 		// leave the key retryable as it was (Lease.Fail would make it final
 		// on this lease's budget of one). So too when the object store does
-		// not answer: only an input known missing is given up.
-		if key, kerr := ossresult.InputKey(rec.Key); kerr == nil {
-			if _, _, gerr := rs.Get(ctx, key); !errors.Is(gerr, ossresult.ErrNotFound) {
-				f := driver.Failure{Code: "input_appeared", Message: "input.json appeared; the next sweep re-drives it"}
-				if gerr != nil {
-					f = driver.Failure{Code: "input_unread", Message: "input.json could not be read again: left to FC's retries for another hour"}
-				}
-				_ = p.Engine.Store().Fail(context.WithoutCancel(ctx), rec.Key, l.Fence, f)
-				return failure(o, idempotency.Retryable(f.Code, errors.New(f.Message)))
-			}
+		// not answer: only an input known missing is given up — or, FINAL
+		// input_unreadable, one that maxInputRechecks re-checks in a row
+		// could not read.
+		f, unreadable := recheckInput(ctx, rs, res.Record, l.Fence)
+		if f != nil {
+			_ = p.Engine.Store().Fail(context.WithoutCancel(ctx), rec.Key, l.Fence, *f)
+			return failure(o, idempotency.Retryable(f.Code, errors.New(f.Message)))
+		}
+		if unreadable != nil {
+			cause = unreadable
 		}
 	}
 	st, ferr := l.Fail(ctx, cause)
@@ -283,6 +283,64 @@ func (p *Pipeline) abandon(ctx context.Context, rs ResultStore, rec driver.Recor
 	p.Log.WarnContext(ctx, "sweeper recorded a task it cannot re-drive as failed", "status", st, "error", cause.Error())
 	o.Status, o.Attempt = string(st), l.Attempt
 	return failure(o, cause)
+}
+
+// The cap on re-checks that cannot read input.json (issue 38). Each comes
+// an hour after the one before (inputHorizon since the record's last
+// change), takes the key over and releases it: without a cap, an object
+// store that keeps failing the re-check (or refusing it) would have the key
+// claimed and released every hour for good, never ending. The count is
+// kept in the record's last_error ("re-check n of max at fence f"), and
+// counts only while no other claim or reset came between two re-checks
+// (the next re-check's claim is then at fence f+1): anything else starts it
+// again.
+const (
+	inputUnreadCode     = "input_unread"
+	inputUnreadableCode = "input_unreadable"
+	maxInputRechecks    = 24
+	unreadFormat        = "re-check %d of %d at fence %d"
+)
+
+// recheckInput reads rec's input.json again once the sweeper holds the key
+// (rec: the record as its claim at fence took it). Known missing: nil, nil
+// (given up input_missing). Otherwise the failure to record, the key left
+// retryable: input_appeared, or input_unread while fewer than
+// maxInputRechecks re-checks in a row could not read it; at the cap, no
+// failure to record but the FINAL cause to give the key up with,
+// input_unreadable.
+func recheckInput(ctx context.Context, rs ResultStore, rec driver.Record, fence int64) (*driver.Failure, error) {
+	key, err := ossresult.InputKey(rec.Key)
+	if err != nil {
+		return nil, nil
+	}
+	_, _, gerr := rs.Get(ctx, key)
+	switch n := unreadRechecks(rec) + 1; {
+	case errors.Is(gerr, ossresult.ErrNotFound):
+		return nil, nil
+	case gerr == nil:
+		return &driver.Failure{Code: "input_appeared", Message: "input.json appeared; the next sweep re-drives it"}, nil
+	case n < maxInputRechecks:
+		return &driver.Failure{Code: inputUnreadCode, Message: fmt.Sprintf(unreadFormat+": input.json could not be read again; "+
+			"left to FC's retries for another hour", n, maxInputRechecks, fence)}, nil
+	default:
+		return nil, idempotency.Final(inputUnreadableCode, fmt.Errorf("input.json could not be read in %d re-checks in a row, "+
+			"an hour apart, each after a read that found it missing (the last: %v): replay the dead letter with --dlq, "+
+			"or --key once the object store answers", n, gerr))
+	}
+}
+
+// unreadRechecks is how many re-checks in a row could not read rec's
+// input.json, rec being the record as the next re-check's claim took it.
+func unreadRechecks(rec driver.Record) int {
+	var n, most int
+	var fence int64
+	if rec.LastErrorCode != inputUnreadCode {
+		return 0
+	}
+	if _, err := fmt.Sscanf(rec.LastError, unreadFormat, &n, &most, &fence); err != nil || fence+1 != rec.Fence || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // refinish takes up the pending finish (publish, notify) of a SUCCEEDED

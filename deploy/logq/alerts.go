@@ -177,7 +177,8 @@ func Alerts() []Alert {
 			Window: 5 * time.Minute, Op: ">=", Threshold: 1},
 		{Name: "finish-failed", Title: "idemgate: a finish failed FINAL", Severity: 8,
 			Doc: "A SUCCEEDED task's publish or notify failed FINAL (notify_rejected, notify_forbidden, result_conflict, " +
-				"objects_expired): its deliveries end in the dead-letter queue and the record stays until an operator acts.",
+				"objects_expired): its deliveries end in the dead-letter queue (one acknowledged before the failure leaves none: " +
+				"the line's key is all replay --key needs) and the record stays until an operator acts.",
 			Query:  Query{Where: Filter{{"msg", []string{MsgFinishFailed}}}},
 			Window: 5 * time.Minute, Op: ">=", Threshold: 1},
 		{Name: "takeovers", Title: "idemgate: 10 or more lease takeovers in a minute", Severity: 6,

@@ -76,9 +76,10 @@ func (w *world) checkHeld(a *actor, key string) {
 	w.violate("%s: answered in progress (HTTP 200) for %s, which has no record and no claim", a.name, key)
 }
 
-// checkAbandon: the sweeper gives a key up for a missing input only when no
-// delivery of its event is still to be retried by FC.
-func (w *world) checkAbandon(a *actor, key string) {
+// checkAbandon: the sweeper gives a key up for a missing input (or one its
+// re-checks could not read) only when no delivery of its event is still to
+// be retried by FC.
+func (w *world) checkAbandon(a *actor, key, code string) {
 	for _, b := range w.actors {
 		if b.kind != kindTry || b.d.spec.k.Key != key || b.d.resolved || b.state == ended || b.timedOut {
 			continue
@@ -86,7 +87,7 @@ func (w *world) checkAbandon(a *actor, key string) {
 		if b.d.late { // a new submission: a FINAL answer sends it to the dead-letter queue
 			continue
 		}
-		w.violate("%s: recorded %s FAILED_FINAL input_missing while FC still delivers %s", a.name, key, b.name)
+		w.violate("%s: recorded %s FAILED_FINAL %s while FC still delivers %s", a.name, key, code, b.name)
 		return
 	}
 }

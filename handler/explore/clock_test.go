@@ -100,6 +100,21 @@ func (w *world) checkBackoff(a *actor, req idempotency.ClaimRequest, res driver.
 	}
 }
 
+// checkStoreNow: a now the store answered with rec (driver.NowReader) is on
+// the world's store clock — the real one, read before and after the call —
+// and no instant rec holds that the store stamped (its last change) lies
+// after it. A now off that clock (the process's, which every jump moves
+// ahead) misjudges every instant read with it: a copy's live finish lease
+// ended, a delivery FC still retries past the input horizon.
+func (w *world) checkStoreNow(a *actor, rec driver.Record, now, before, after time.Time) {
+	const slack = 50 * time.Millisecond // DATETIME(3), and MySQL's clock beside this process's
+	if now.Before(before.Add(-slack)) || now.After(after.Add(slack)) || now.Before(rec.UpdatedAt.Add(-slack)) {
+		w.violate("%s: the store's GetNow of %s answered %s, not its clock (between %s and %s), or before the record's last change %s",
+			a.name, rec.Key, now.Format(time.RFC3339Nano), before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano),
+			rec.UpdatedAt.Format(time.RFC3339Nano))
+	}
+}
+
 // checkResetBackoff (docs/design.md §6): a reset clears the back-off; a
 // record a reset put back to RECEIVED keeps no retry_after.
 func (w *world) checkResetBackoff(a *actor, key string) {

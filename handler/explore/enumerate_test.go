@@ -28,7 +28,8 @@ var (
 const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count,claim-reported-failed," +
 	"slow-finish-holder,slow-sweeper-finish,slow-publish-copy-retry,copy-retry-takes-finish,copy-mark-after-takeover,copy-mark-after-failure,sweeper-holds-late," + // clock_test.go
 	"copy-retry-waits,copy-then-finish,replaced-finish-holder,ownerless-tries,copy-retry-finish-takeover," + // windows_test.go
-	"replayed-finish-redis" // stored_test.go
+	"replayed-finish-redis," + // stored_test.go
+	"input-horizon-store-clock" // getnow_test.go
 
 // scenario is one small world: setup brings the key to the state the
 // window opens from (run to its end, in order); actors then race.

@@ -140,8 +140,8 @@ func (s *storeW) Defer(ctx context.Context, rec driver.Record, d time.Duration) 
 
 func (s *storeW) Fail(ctx context.Context, key string, fence int64, f driver.Failure) error {
 	return call(s.a, "store.Fail "+key+" "+f.Code, storeErr, func() error {
-		if f.Final && f.Code == "input_missing" {
-			s.w().checkAbandon(s.a, key)
+		if f.Final && (f.Code == "input_missing" || f.Code == "input_unreadable") {
+			s.w().checkAbandon(s.a, key, f.Code)
 		}
 		s.w().checkFail(s.a, key, f)
 		at, sent := s.w().clock(), time.Now()
@@ -159,6 +159,34 @@ func (s *storeW) Fail(ctx context.Context, key string, fence int64, f driver.Fai
 func (s *storeW) Get(ctx context.Context, key string) (r driver.Record, err error) {
 	err = call(s.a, "store.Get "+key, storeErr, func() error { r, err = s.s.Get(ctx, key); return err })
 	return r, err
+}
+
+// storeW is a NowReader as every store the explorer runs is: the engine's
+// GetNow (a fenced-out finish holder reading who carries its finish, the
+// sweeper's input horizon, a duplicate's wait) goes to the store's own
+// GetNow and its clock, as in production, through the world's failures and
+// crashes. Without it the engine read the record with Get and judged it on
+// its wall clock: the store's GetNow never ran here.
+var _ driver.NowReader = (*storeW)(nil)
+
+// GetNow checks that the store answered a now on the clock that stamps its
+// records: the world's stores' clock is the real one (warp moves stored
+// instants instead), and no instant the store stamped lies ahead of it.
+func (s *storeW) GetNow(ctx context.Context, key string) (r driver.Record, now time.Time, err error) {
+	nr, ok := s.s.(driver.NowReader)
+	if !ok { // (none of the world's stores): what the engine does without one
+		r, err = s.Get(ctx, key)
+		return r, time.Now(), err
+	}
+	err = call(s.a, "store.GetNow "+key, storeErr, func() error {
+		before := time.Now()
+		r, now, err = nr.GetNow(ctx, key)
+		if err == nil {
+			s.w().checkStoreNow(s.a, r, now, before, time.Now())
+		}
+		return err
+	})
+	return r, now, err
 }
 
 func (s *storeW) Candidates(ctx context.Context, limit int, grace time.Duration) (r []driver.Record, err error) {

@@ -69,6 +69,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ResultTooLargeRecordedFinalOnce", func(t *testing.T) { resultTooLarge(t, h) })
 	t.Run("FinishHeldOnceThenClaimed", func(t *testing.T) { finishOnce(t, h) })
 	t.Run("FinishCopysRetriesNeverTakeItOver", func(t *testing.T) { finishCopy(t, h) })
+	t.Run("FinishTakeoversAreLabelledAsDecideFinish", func(t *testing.T) { finishLabels(t, h) })
 	t.Run("ACopysMarkOutlivesATakeover", func(t *testing.T) { copyMarkOutlivesTakeover(t, h) })
 	t.Run("ACopysMarkOutlivesARetryableFailure", func(t *testing.T) { copyMarkOutlivesFailure(t, h) })
 	t.Run("RenewOfAnEndedLeaseIsLost", func(t *testing.T) { renewEnded(t, h) })

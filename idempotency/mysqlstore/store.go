@@ -417,16 +417,21 @@ func (s *Store) Complete(ctx context.Context, key string, fence int64, c driver.
 // (driver.ApplyFinish in SQL); only when it matched nothing is the
 // record read, to tell in progress from nothing pending.
 func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driver.ClaimResult, error) {
-	// The new fence comes back as the statement's LAST_INSERT_ID.
-	// lease_try (driver.TakeoverTry) reads the previous owner: it comes
-	// before lease_owner, for SET assigns left to right on MySQL and by
-	// default on MariaDB (and at once under SIMULTANEOUS_ASSIGNMENT).
+	// The new fence comes back as the statement's LAST_INSERT_ID, twice
+	// over plus one bit: whether the previous holder was the caller
+	// (driver.DecideFinish's REPEAT_SAME, which a match implies: its later
+	// try, or its own lease ended; anyone else matched past the lease:
+	// TAKEOVER). The fence and lease_try (driver.TakeoverTry) read the
+	// previous owner: they come before lease_owner, for SET assigns left to
+	// right on MySQL and by default on MariaDB (and at once under
+	// SIMULTANEOUS_ASSIGNMENT).
 	r, err := s.exec(ctx, `UPDATE idempotency_record SET
+ fence = LAST_INSERT_ID((fence + 1) * 2 + IF(? <> '' AND lease_owner = ?, 1, 0)) DIV 2,
  lease_try = IF(? <> '' AND lease_owner = ?, GREATEST(lease_try, ?), ?), lease_owner = ?,
- lease_until = NOW(3) + INTERVAL ? MICROSECOND, fence = LAST_INSERT_ID(fence + 1)
+ lease_until = NOW(3) + INTERVAL ? MICROSECOND
  WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING'
  AND (lease_until <= NOW(3) OR (? <> '' AND lease_owner = ? AND ? >= 0 AND ? > lease_try))`,
-		req.Owner, req.Owner, req.Try, req.Try, req.Owner, req.Lease.Microseconds(), req.Key,
+		req.Owner, req.Owner, req.Owner, req.Owner, req.Try, req.Try, req.Owner, req.Lease.Microseconds(), req.Key,
 		req.Owner, req.Owner, req.Try, req.Try)
 	if err != nil {
 		return driver.ClaimResult{}, mapErr(err)
@@ -434,15 +439,19 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 	if n, err := r.RowsAffected(); err != nil {
 		return driver.ClaimResult{}, mapErr(err)
 	} else if n == 1 {
-		fence, err := r.LastInsertId()
+		id, err := r.LastInsertId()
 		if err != nil {
 			return driver.ClaimResult{}, mapErr(err)
 		}
+		d := driver.DecisionTakeover
+		if id%2 == 1 {
+			d = driver.DecisionRepeatSame
+		}
 		// LeaseTry is the request's: the row may hold a copy's mark above it
 		// (driver.TakeoverTry), which nothing reads back from the answer.
-		return driver.ClaimResult{Decision: driver.DecisionTakeover, LeaseLeft: req.Lease, Source: "mysql",
+		return driver.ClaimResult{Decision: d, LeaseLeft: req.Lease, Source: "mysql",
 			Record: driver.Record{Key: req.Key, Status: driver.StatusSucceeded, Finish: driver.FinishPending,
-				Fence: fence, LeaseOwner: req.Owner, LeaseTry: req.Try}}, nil
+				Fence: id / 2, LeaseOwner: req.Owner, LeaseTry: req.Try}}, nil
 	}
 	rec, now, err := readNow(ctx, s.db, readNowSQL, req.Key)
 	if err != nil {
