@@ -35,6 +35,12 @@ type MariaDB struct {
 // IDEMGATE_TEST_MARIADBD names mariadbd (default: on PATH, else /usr/sbin);
 // mariadb-install-db is looked for beside it, then on PATH.
 func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
+	return startMariaDB(ctx, dir, []string{"--skip-log-bin"})
+}
+
+// startMariaDB is StartMariaDB with the server's own settings after the
+// common ones (StartMariaDBWith).
+func startMariaDB(ctx context.Context, dir string, settings []string) (*MariaDB, error) {
 	server, install, err := mariadbBinaries()
 	if err != nil {
 		return nil, err
@@ -65,7 +71,7 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 	}
 	m.cmd = exec.Command(server, append([]string{"--no-defaults", "--datadir=" + data, "--user=root",
 		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mariadbd.sock"),
-		"--pid-file=" + filepath.Join(dir, "mariadbd.pid"), "--skip-log-bin"}, tuning...)...)
+		"--pid-file=" + filepath.Join(dir, "mariadbd.pid")}, append(tuning, settings...)...)...)
 	m.cmd.Stdout, m.cmd.Stderr = log, log
 	if err := m.cmd.Start(); err != nil {
 		log.Close()
