@@ -3,7 +3,7 @@ package proc
 import (
 	"context"
 	"database/sql"
-		"fmt"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
