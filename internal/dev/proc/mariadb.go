@@ -24,6 +24,7 @@ var ErrNoMariaDB = errors.New("no MariaDB server binaries")
 type MariaDB struct {
 	Addr    string // 127.0.0.1:<port>
 	LogPath string
+	DataDir string
 	cmd     *exec.Cmd
 	exited  chan struct{}
 }
@@ -64,7 +65,8 @@ func startMariaDB(ctx context.Context, dir string, settings []string) (*MariaDB,
 	if err != nil {
 		return nil, err
 	}
-	m := &MariaDB{Addr: "127.0.0.1:" + strconv.Itoa(port), LogPath: filepath.Join(dir, "mariadbd.log"), exited: make(chan struct{})}
+	m := &MariaDB{Addr: "127.0.0.1:" + strconv.Itoa(port), LogPath: filepath.Join(dir, "mariadbd.log"), DataDir: data,
+		exited: make(chan struct{})}
 	log, err := os.Create(m.LogPath)
 	if err != nil {
 		return nil, err

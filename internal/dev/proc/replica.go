@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"time"
 )
@@ -221,3 +224,26 @@ func statusLine(st map[string]string) string {
 	}
 	return string(b)
 }
+
+// BinlogGTIDs is the number of transactions in the server's binary log
+// (its GTID events, read with mariadb-binlog from the data directory): of
+// a killed server, what it had committed.
+func (m *MariaDB) BinlogGTIDs(ctx context.Context) (int, error) {
+	files, err := filepath.Glob(filepath.Join(m.DataDir, "mariadb-bin.[0-9]*"))
+	if err != nil || len(files) == 0 {
+		return 0, fmt.Errorf("no binary log in %s (%v)", m.DataDir, err)
+	}
+	tool, err := exec.LookPath("mariadb-binlog")
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrNoMariaDB, err)
+	}
+	out, err := exec.CommandContext(ctx, tool, append([]string{"--no-defaults"}, files...)...).Output()
+	if err != nil {
+		return 0, fmt.Errorf("mariadb-binlog: %w", err)
+	}
+	return len(gtidEvent.FindAll(out, -1)), nil
+}
+
+// gtidEvent is the line mariadb-binlog prints for a transaction's GTID
+// event ("#… GTID 0-1-42 trans").
+var gtidEvent = regexp.MustCompile(`(?m)\sGTID \d+-\d+-\d+`)

@@ -43,8 +43,13 @@ func TestReplicaPromotedAfterPrimaryKilled(t *testing.T) {
 				}
 			}
 			primary.Kill()
-			if _, err := replica.Promote(ctx); err != nil {
+			pos, err := replica.Promote(ctx)
+			if err != nil {
 				t.Fatal(err)
+			}
+			// Three transactions (two DDL, an insert), all received.
+			if n, err := primary.BinlogGTIDs(ctx); err != nil || n != 3 || pos != "0-1-3" {
+				t.Fatalf("the killed primary's binary log holds %d transactions (%v); the promoted replica is at %s", n, err, pos)
 			}
 			if err := replica.Exec(ctx, "INSERT INTO d.t VALUES (2)"); err != nil {
 				t.Fatal(err)
