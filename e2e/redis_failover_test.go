@@ -10,7 +10,6 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -25,25 +24,11 @@ import (
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
-// startRedis starts a private redis-server for t, killed when t ends.
-func startRedis(t *testing.T, replicaOf string) *proc.Redis {
-	t.Helper()
-	r, err := proc.StartRedis(context.Background(), t.TempDir(), replicaOf)
-	if errors.Is(err, proc.ErrNoRedis) && !testenv.Required() {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Kill)
-	return r
-}
-
 func TestFailoverRedisReplicaPromoted(t *testing.T) {
 	ctx := context.Background()
-	primary := startRedis(t, "")
+	primary := testenv.PrivateRedis(t, "")
 	link := testenv.NewProxy(t, primary.Addr) // the replica's link, which the test stalls
-	replica := startRedis(t, link.Addr())
+	replica := testenv.PrivateRedis(t, link.Addr())
 	endpoint := testenv.NewProxy(t, primary.Addr)
 	replicaClient := redis.NewClient(&redis.Options{Addr: replica.Addr})
 	defer replicaClient.Close()

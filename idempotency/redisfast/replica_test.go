@@ -14,24 +14,8 @@ import (
 	"github.com/idemgate/idemgate/idempotency/boltstore"
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
-	"github.com/idemgate/idemgate/internal/dev/proc"
 	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
-
-// privateRedis starts a redis-server of the test's own (a replica of
-// replicaOf when set), killed when the test ends.
-func privateRedis(t *testing.T, replicaOf string) *proc.Redis {
-	t.Helper()
-	r, err := proc.StartRedis(context.Background(), t.TempDir(), replicaOf)
-	if errors.Is(err, proc.ErrNoRedis) && !testenv.Required() {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Kill)
-	return r
-}
 
 // A reset's entry must be on every replica before the store changes: a
 // replica that lags would, promoted, answer the old FAILED_FINAL after the
@@ -40,9 +24,9 @@ func privateRedis(t *testing.T, replicaOf string) *proc.Redis {
 // and the replica holds the reset record.
 func TestResetWaitsForTheReplicas(t *testing.T) {
 	ctx := context.Background()
-	primary := privateRedis(t, "")
+	primary := testenv.PrivateRedis(t, "")
 	link := testenv.NewProxy(t, primary.Addr)
-	replica := redis.NewClient(&redis.Options{Addr: privateRedis(t, link.Addr()).Addr})
+	replica := redis.NewClient(&redis.Options{Addr: testenv.PrivateRedis(t, link.Addr()).Addr})
 	defer replica.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()

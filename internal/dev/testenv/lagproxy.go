@@ -57,13 +57,7 @@ func (p *Proxy) pipeLate(dst, src net.Conn, d time.Duration) {
 	}()
 	for c := range q {
 		time.Sleep(time.Until(c.at))
-		p.mu.Lock()
-		for p.blocked && !p.cut {
-			p.gate.Wait()
-		}
-		cut := p.cut
-		p.mu.Unlock()
-		if cut {
+		if p.held() {
 			return
 		}
 		if _, err := dst.Write(c.b); err != nil {

@@ -88,13 +88,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.mu.Lock()
-			for p.blocked && !p.cut {
-				p.gate.Wait()
-			}
-			cut := p.cut
-			p.mu.Unlock()
-			if cut {
+			if p.held() {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -105,6 +99,16 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			return
 		}
 	}
+}
+
+// held waits while the proxy is blocked and says whether it was cut.
+func (p *Proxy) held() (cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.blocked && !p.cut {
+		p.gate.Wait()
+	}
+	return p.cut
 }
 
 // Block stops relaying: calls in flight and new ones hang.
