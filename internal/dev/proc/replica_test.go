@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 )
 
 // startServer starts a private server for t (skipped without the binaries,
@@ -40,6 +41,16 @@ func TestReplicaPromotedAfterPrimaryKilled(t *testing.T) {
 			if semi {
 				if st, err := primary.Variable(ctx, "SHOW STATUS LIKE 'Rpl_semi_sync_master_yes_tx'"); err != nil || st == "0" {
 					t.Fatalf("semi-sync commits: %q %v", st, err)
+				}
+			}
+			if !semi { // asynchronous: nothing says the replica has it yet
+				for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if pos, _ := replica.Variable(ctx, "SELECT @@gtid_slave_pos"); pos == "0-1-3" {
+						break
+					}
+					if time.Now().After(end) {
+						t.Fatal("the replica did not catch up")
+					}
 				}
 			}
 			primary.Kill()
