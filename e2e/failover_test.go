@@ -500,3 +500,60 @@ func replayDeadLetters(t *testing.T, env []string, store *mysqlstore.Store, oss 
 	}
 	return len(settled)
 }
+
+// A failover may hand the endpoint to a server that is still read-only (a
+// standby not yet promoted, a demoted primary): for an account without the
+// privilege to write there anyway, every write is refused. The store gives a
+// clear, retryable error naming the refusal, runs nothing, and FC's retry
+// once the server takes writes runs each task once.
+func TestFailoverEndpointStillReadOnly(t *testing.T) {
+	ctx := context.Background()
+	m, err := proc.StartMariaDB(ctx, t.TempDir())
+	if errors.Is(err, proc.ErrNoMariaDB) && !testenv.Required() {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	if err := m.Exec(ctx, "CREATE DATABASE app", "CREATE USER 'app'@'%' IDENTIFIED BY 'app-password'",
+		"GRANT ALL ON app.* TO 'app'@'%'"); err != nil {
+		t.Fatal(err)
+	}
+	llm := newLLMFake(t, 0)
+	env := append(llm.Env(), "STATE_DIR="+t.TempDir())
+	migrate(t, append(env, "MYSQL_DSN="+m.DSN("app")))
+	inst := start(t, append(env, "MYSQL_DSN=app:app-password@tcp("+m.Addr+")/app")...)
+	if err := m.Exec(ctx, "SET GLOBAL read_only = 1"); err != nil {
+		t.Fatal(err)
+	}
+	bodies := make([][]byte, 3)
+	reqIDs := make([]string, 3)
+	for i := range bodies {
+		bodies[i], reqIDs[i] = taskEvent("ev-"+nonce(), "read-only "+nonce(), nil), "fc-"+nonce()
+		a, err := inst.tryInvoke(bodies[i], reqIDs[i], 0)
+		m := mustJSON(t, a, err)
+		if a.status != 404 || m["errorType"] != "store_unavailable" || m["retryable"] != true ||
+			!strings.Contains(fmt.Sprint(m["errorMessage"]), "read-only") {
+			t.Fatalf("a delivery to a read-only server: %d %v", a.status, m)
+		}
+		if i == 0 {
+			t.Logf("answered: %s: %s", m["errorType"], m["errorMessage"])
+		}
+	}
+	if llm.Total() != 0 {
+		t.Fatalf("the model was called %d times while nothing could be recorded", llm.Total())
+	}
+	if err := m.Exec(ctx, "SET GLOBAL read_only = 0"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range bodies {
+		a, err := inst.tryInvoke(bodies[i], reqIDs[i], 1)
+		if m := mustJSON(t, a, err); a.status != 200 || m["status"] != "SUCCEEDED" {
+			t.Fatalf("FC's retry once the server takes writes: %d %v", a.status, m)
+		}
+	}
+	if llm.Total() != 3 {
+		t.Fatalf("model calls %d, want 3", llm.Total())
+	}
+}
