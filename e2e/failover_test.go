@@ -95,7 +95,7 @@ func TestFailoverSemiSyncReplication(t *testing.T) {
 // figures (t.Log, and a FAILOVER line .ci/run prints).
 func runFailover(t *testing.T, d failoverDrill) failoverFigures {
 	ctx := context.Background()
-	primary, replica := startPair(t, d)
+	primary, replica, link := startPair(t, d)
 	endpoint := testenv.NewProxy(t, primary.Addr) // the RDS endpoint
 	dbName := "idemgate_failover"
 	if err := proc.EnsureDatabase(ctx, primary.DSN(dbName)); err != nil {
@@ -122,7 +122,7 @@ func runFailover(t *testing.T, d failoverDrill) failoverFigures {
 		for answered.Load() < int64(d.killAt*float64(len(plan))) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		killed <- failover(t, primary, replica, endpoint, d)
+		killed <- failover(t, primary, replica, link, endpoint, d)
 	}()
 	fc.run(plan, 32, func() { answered.Add(1) })
 	gap := <-killed
@@ -166,7 +166,7 @@ func runFailover(t *testing.T, d failoverDrill) failoverFigures {
 
 // startPair starts the primary and its replica, the replica's link through
 // a proxy that delays it by d.lag and is cut when the primary dies.
-func startPair(t *testing.T, d failoverDrill) (primary, replica *proc.MariaDB) {
+func startPair(t *testing.T, d failoverDrill) (primary, replica *proc.MariaDB, link *testenv.Proxy) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var errs []error
@@ -194,23 +194,18 @@ func startPair(t *testing.T, d failoverDrill) (primary, replica *proc.MariaDB) {
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	link := testenv.NewProxy(t, servers[0].Addr)
+	link = testenv.NewProxy(t, servers[0].Addr)
 	link.SetLatency(d.lag)
 	if err := servers[1].Replicate(ctx, link.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(link.Cut)
-	replicaLinks.Store(servers[0], link)
-	return servers[0], servers[1]
+	return servers[0], servers[1], link
 }
-
-// replicaLinks maps a primary to its replica's link (cut when it dies).
-var replicaLinks sync.Map
 
 // failover kills the primary (SIGKILL), cuts what was in flight to the
 // replica and every client connection, promotes the replica and moves the
 // endpoint to it. It returns the time the endpoint answered nothing.
-func failover(t *testing.T, primary, replica *proc.MariaDB, endpoint *testenv.Proxy, d failoverDrill) time.Duration {
+func failover(t *testing.T, primary, replica *proc.MariaDB, link, endpoint *testenv.Proxy, d failoverDrill) time.Duration {
 	ctx := context.Background()
 	if d.semiSync { // the drill's premise: no commit went unacknowledged so far (or, fallen back, some did)
 		for _, v := range []string{"Rpl_semi_sync_master_status", "Rpl_semi_sync_master_no_tx", "Rpl_semi_sync_master_yes_tx"} {
@@ -231,9 +226,7 @@ func failover(t *testing.T, primary, replica *proc.MariaDB, endpoint *testenv.Pr
 	start := time.Now()
 	endpoint.Cut()
 	primary.Kill()
-	if link, ok := replicaLinks.Load(primary); ok {
-		link.(*testenv.Proxy).Cut()
-	}
+	link.Cut()
 	pos, err := replica.Promote(ctx)
 	if err != nil {
 		t.Error(err)
