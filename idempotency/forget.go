@@ -42,7 +42,9 @@ func (e *Engine) Forget(ctx context.Context, key string, rp driver.Replay) (prio
 	if err := driver.ApplyForget(&next, rp, time.Now()); err != nil {
 		return rec, err
 	}
-	e.republish(ctx, next)
+	if err := e.republishAhead(ctx, next); err != nil {
+		return rec, err
+	}
 	if rp.ExpectFence == 0 { // else the caller's read, older than this one, is the one that must still hold
 		rp.ExpectFence = rec.Fence
 	}

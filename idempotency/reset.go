@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemgate/idemgate/idempotency/driver"
 )
@@ -89,7 +90,9 @@ func (e *Engine) fenceAhead(ctx context.Context, key string, rp *driver.Replay) 
 		return false, err
 	}
 	if kind == driver.ResetRecord {
-		e.republish(ctx, next)
+		if err := e.republishAhead(ctx, next); err != nil {
+			return false, err
+		}
 	}
 	rp.ExpectFence = rec.Fence
 	return kind != driver.ResetNothing, nil
@@ -108,3 +111,43 @@ func (e *Engine) republish(ctx context.Context, rec driver.Record) {
 		e.forgetNow(ctx, rec.Key) // one more try now, whatever the back-off says
 	}
 }
+
+// replicaBehindCode refuses a reset or forget whose fast-layer entry a
+// replica did not acknowledge.
+const replicaBehindCode = "fast_layer_replica_behind"
+
+// republishAhead is republish for the entry written before the store
+// changes (a reset's or a forget's). Where the fast layer has replicas
+// (driver.FastReplicated), every connected one must acknowledge it: one
+// that lags would, promoted by a failover, hold the old final state and
+// answer it after the reset (docs/design.md §7). Then the operation is
+// refused, retryable and before the store changed: the primary's entry is
+// dropped (the replica's old state is still the store's). A fast layer that
+// fails otherwise is republish's case: dropped, and the operation goes on.
+func (e *Engine) republishAhead(ctx context.Context, rec driver.Record) error {
+	r, ok := e.fast.(driver.FastReplicated)
+	if !ok {
+		e.republish(ctx, rec)
+		return nil
+	}
+	e.cache.forget(rec.Key)
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), replicaWait)
+	defer cancel()
+	err := r.PublishReplicated(c, rec)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, driver.ErrFastReplicaBehind):
+		e.forgetNow(ctx, rec.Key)
+		return Retryable(replicaBehindCode, fmt.Errorf("nothing changed; run it again once the replica caught up "+
+			"(a failover to it now would answer the old state): %w", err))
+	}
+	e.o.log.WarnContext(ctx, "fast layer unavailable, going on with the durable store alone", "op", "republish",
+		"error", err.Error())
+	e.forgetNow(ctx, rec.Key)
+	return nil
+}
+
+// replicaWait bounds republishAhead: the layer's own wait for its replicas
+// and the round trips around it.
+const replicaWait = 3 * time.Second

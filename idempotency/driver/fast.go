@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -51,3 +52,19 @@ type FastAnswer struct {
 	// so a layer that cannot mark entries still gets that case right.
 	Unconfirmed bool
 }
+
+// FastReplicated is a FastLayer whose entries live on replicas too, any of
+// which a failover may promote with what it had received (redisfast on a
+// Redis primary with replicas). Redis replicates asynchronously: an entry
+// a reset replaced on the primary may still be the old final state on a
+// replica, which, promoted, would answer it (docs/design.md §7).
+type FastReplicated interface {
+	// PublishReplicated is Publish (with no lease left), returning once
+	// every replica connected to the primary acknowledged the write;
+	// ErrFastReplicaBehind when one did not within the layer's bound.
+	PublishReplicated(ctx context.Context, rec Record) error
+}
+
+// ErrFastReplicaBehind: a replica of the fast layer did not acknowledge a
+// write within its bound.
+var ErrFastReplicaBehind = errors.New("a replica of the fast layer did not acknowledge the write")

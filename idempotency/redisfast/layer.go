@@ -123,7 +123,10 @@ type Layer struct {
 	calls atomic.Int64
 }
 
-var _ driver.FastLayer = (*Layer)(nil)
+var (
+	_ driver.FastLayer      = (*Layer)(nil)
+	_ driver.FastReplicated = (*Layer)(nil)
+)
 
 // Option configures a Layer.
 type Option func(*Layer)
@@ -265,13 +268,66 @@ func finished(key string, vals []string) driver.Record {
 
 // Publish mirrors a committed record with CAS on its fence.
 func (l *Layer) Publish(ctx context.Context, rec driver.Record, leaseLeft time.Duration) error {
-	err := l.run(ctx, publishScript, []string{l.Key(rec.Key)}, string(rec.Status), rec.Fence, rec.Attempt,
-		rec.LeaseOwner, rec.PayloadHash, leaseLeft.Milliseconds(), rec.ResultRef, rec.LastErrorCode, rec.LastError,
-		l.ttl.Milliseconds(), rec.LeaseTry).Err()
+	err := l.run(ctx, publishScript, []string{l.Key(rec.Key)}, l.publishArgs(rec, leaseLeft)...).Err()
 	if err != nil {
 		return fmt.Errorf("redis publish: %w", err)
 	}
 	return nil
+}
+
+func (l *Layer) publishArgs(rec driver.Record, leaseLeft time.Duration) []any {
+	return []any{string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, rec.PayloadHash, leaseLeft.Milliseconds(),
+		rec.ResultRef, rec.LastErrorCode, rec.LastError, l.ttl.Milliseconds(), rec.LeaseTry}
+}
+
+// ReplicaWait bounds PublishReplicated's wait for the replicas.
+const ReplicaWait = 2 * time.Second
+
+// PublishReplicated mirrors rec and returns once every replica connected to
+// the primary (INFO replication) acknowledged it (WAIT, on the connection
+// that wrote it): a reset's entry, which a promoted replica must hold
+// (driver.FastReplicated). Without replicas it is Publish. A Cluster or Ring
+// client writes it on the key's node and does not wait (each shard's
+// replicas are not known here).
+func (l *Layer) PublishReplicated(ctx context.Context, rec driver.Record) error {
+	c, ok := l.rdb.(*redis.Client)
+	if !ok {
+		return l.Publish(ctx, rec, 0)
+	}
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return fmt.Errorf("redis publish: INFO replication: %w", err)
+	}
+	n := connectedReplicas(info)
+	if n == 0 {
+		return l.Publish(ctx, rec, 0)
+	}
+	var wait *redis.IntCmd
+	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		publishScript.Eval(ctx, p, []string{l.Key(rec.Key)}, l.publishArgs(rec, 0)...)
+		wait = redis.NewIntCmd(ctx, "wait", n, ReplicaWait.Milliseconds())
+		return p.Process(ctx, wait)
+	})
+	if err != nil {
+		return fmt.Errorf("redis publish: %w", err)
+	}
+	if got := wait.Val(); got < int64(n) {
+		return fmt.Errorf("%w: %d of %d replicas acknowledged the entry of %s within %s", driver.ErrFastReplicaBehind,
+			got, n, rec.Key, ReplicaWait)
+	}
+	return nil
+}
+
+// connectedReplicas reads connected_slaves from INFO replication (0 when
+// absent).
+func connectedReplicas(info string) int {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 // Release does nothing: this layer leaves no claim for the store to confirm

@@ -15,6 +15,8 @@
 // its subtests) passed; a skip anywhere under it fails.
 // -count RE=N (repeatable): exactly N passes of tests (full names, subtests
 // with /) matching RE.
+// -show RE: print every line of test output matching RE as it comes, passed
+// tests' too (figures a test reports with t.Log).
 // It exits 1 when a test or a build failed or a check is not met, 2 on a
 // malformed stream or flag.
 package main
@@ -24,8 +26,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 )
+
+// show selects the output lines printed as they come (-show).
+var show *regexp.Regexp
 
 type listFlag []string
 
@@ -37,7 +43,16 @@ func main() {
 	flag.Var(&requires, "require", "PKG:RE: tests matching RE in the package ending in PKG ran and passed, none skipped (repeatable)")
 	flag.Var(&counts, "count", "RE=N: exactly N passes of tests matching RE (repeatable)")
 	slowest := flag.Int("slowest", 0, "print the N slowest packages and top-level tests")
+	showRE := flag.String("show", "", "RE: print the test output lines matching RE (also of passing tests)")
 	flag.Parse()
+	if *showRE != "" {
+		re, err := regexp.Compile(*showRE)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testjson: -show:", err)
+			os.Exit(2)
+		}
+		show = re
+	}
 	checks, err := parseChecks(requires, counts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testjson:", err)

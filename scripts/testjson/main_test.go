@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -76,5 +77,25 @@ func TestMalformedFlags(t *testing.T) {
 				t.Error("accepted")
 			}
 		})
+	}
+}
+
+// -show prints the matching output lines of every test, passing ones too.
+func TestShow(t *testing.T) {
+	in := `{"Action":"run","Package":"x/e2e","Test":"TestF"}
+{"Action":"output","Package":"x/e2e","Test":"TestF","Output":"    f_test.go:9: FAILOVER mode=async extra_model_calls=1\n"}
+{"Action":"output","Package":"x/e2e","Test":"TestF","Output":"    f_test.go:10: other\n"}
+{"Action":"pass","Package":"x/e2e","Test":"TestF","Elapsed":1}
+{"Action":"pass","Package":"x/e2e","Elapsed":1}
+`
+	show = regexp.MustCompile(`FAILOVER `)
+	defer func() { show = nil }()
+	var out bytes.Buffer
+	if code := run(strings.NewReader(in), &out, nil, 0); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	if got := out.String(); !strings.Contains(got, "e2e TestF: f_test.go:9: FAILOVER mode=async extra_model_calls=1\n") ||
+		strings.Contains(got, "other") {
+		t.Fatalf("output:\n%s", got)
 	}
 }

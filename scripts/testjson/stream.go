@@ -106,6 +106,9 @@ func (r *result) add(e event, out io.Writer) {
 	switch e.Action {
 	case "output":
 		r.outputs[k] = append(r.outputs[k], e.Output)
+		if show != nil && show.MatchString(e.Output) {
+			fmt.Fprintf(out, "%s %s: %s\n", shortPkg(e.Package), e.Test, strings.TrimSpace(e.Output))
+		}
 	case "pass", "skip", "fail":
 		if top, _, sub := strings.Cut(e.Test, "/"); !sub {
 			p.tests[top] = e.Action

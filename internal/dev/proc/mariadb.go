@@ -25,6 +25,7 @@ var ErrNoMariaDB = errors.New("no MariaDB server binaries")
 type MariaDB struct {
 	Addr    string // 127.0.0.1:<port>
 	LogPath string
+	DataDir string
 	cmd     *exec.Cmd
 	exited  chan struct{}
 }
@@ -42,6 +43,8 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 // MariaDBOptions place a private server elsewhere than a loopback port of
 // the caller's network namespace. The zero value is StartMariaDB's.
 type MariaDBOptions struct {
+	// ServerOptions are the replication settings (none: no binary log).
+	ServerOptions
 	// Wrap runs mariadbd through a command that execs it (ip netns exec NS
 	// taskset -c 1), so that Pid is still the server's.
 	Wrap []string
@@ -86,14 +89,15 @@ func StartMariaDBWith(ctx context.Context, dir string, o MariaDBOptions) (*Maria
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	m := &MariaDB{Addr: net.JoinHostPort(host, strconv.Itoa(port)), LogPath: filepath.Join(dir, "mariadbd.log"), exited: make(chan struct{})}
+	m := &MariaDB{Addr: net.JoinHostPort(host, strconv.Itoa(port)), LogPath: filepath.Join(dir, "mariadbd.log"), DataDir: data,
+		exited: make(chan struct{})}
 	log, err := os.Create(m.LogPath)
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"--no-defaults", "--datadir=" + data, "--user=root",
 		"--bind-address=" + host, "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mariadbd.sock"),
-		"--pid-file=" + filepath.Join(dir, "mariadbd.pid"), "--skip-log-bin"}, append(tuning, o.Args...)...)
+		"--pid-file=" + filepath.Join(dir, "mariadbd.pid")}, append(append(tuning, o.settings()...), o.Args...)...)
 	if len(o.Wrap) > 0 {
 		m.cmd = exec.Command(o.Wrap[0], append(append(o.Wrap[1:len(o.Wrap):len(o.Wrap)], server), args...)...)
 	} else {

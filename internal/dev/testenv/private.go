@@ -30,3 +30,20 @@ func PrivateMariaDB(t testing.TB) string {
 	}
 	return dsn
 }
+
+// PrivateRedis starts a redis-server of the test's own (proc.StartRedis in a
+// temporary directory, killed when the test ends), a replica of replicaOf
+// (host:port) when it is set: for tests that fail a server over. Without the
+// binary the test skips, and fails under CI=true.
+func PrivateRedis(t testing.TB, replicaOf string) *proc.Redis {
+	t.Helper()
+	r, err := proc.StartRedis(context.Background(), t.TempDir(), replicaOf)
+	if errors.Is(err, proc.ErrNoRedis) {
+		unavailable(t, "a private Redis server", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Kill)
+	return r
+}

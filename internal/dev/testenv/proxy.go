@@ -4,6 +4,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP relay in front of a real server, so that a test can make the
@@ -17,6 +18,7 @@ type Proxy struct {
 	blocked bool
 	cut     bool
 	gate    *sync.Cond
+	latency time.Duration // each byte's delay one way (SetLatency)
 }
 
 // NewProxy listens on a free loopback port and relays to target.
@@ -54,16 +56,29 @@ func (p *Proxy) accept() {
 }
 
 func (p *Proxy) relay(c net.Conn) {
-	s, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target, latency := p.target, p.latency
+	p.mu.Unlock()
+	s, err := net.Dial("tcp", target)
 	if err != nil {
 		c.Close()
 		return
 	}
 	p.mu.Lock()
+	if p.cut { // cut while dialing
+		p.mu.Unlock()
+		c.Close()
+		s.Close()
+		return
+	}
 	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
 	p.mu.Unlock()
-	go p.pipe(s, c)
-	p.pipe(c, s)
+	pipe := p.pipe
+	if latency > 0 {
+		pipe = func(dst, src net.Conn) { p.pipeLate(dst, src, latency) }
+	}
+	go pipe(s, c)
+	pipe(c, s)
 }
 
 func (p *Proxy) pipe(dst, src net.Conn) {
@@ -73,13 +88,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.mu.Lock()
-			for p.blocked && !p.cut {
-				p.gate.Wait()
-			}
-			cut := p.cut
-			p.mu.Unlock()
-			if cut {
+			if p.held() {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -90,6 +99,16 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			return
 		}
 	}
+}
+
+// held waits while the proxy is blocked and says whether it was cut.
+func (p *Proxy) held() (cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.blocked && !p.cut {
+		p.gate.Wait()
+	}
+	return p.cut
 }
 
 // Block stops relaying: calls in flight and new ones hang.
