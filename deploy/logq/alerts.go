@@ -22,7 +22,7 @@ type Field struct {
 // fields" table of docs/operations.md).
 var Fields = []Field{
 	{"level", "text", "INFO, WARN or ERROR"},
-	{"msg", "text", "what happened: task answered, task failed, claimed, sweep done, fast layer unavailable…"},
+	{"msg", "text", "what happened: task answered, task failed, claimed, sweep done, fast layer unavailable, redis client (go-redis's own complaint, a dial that failed after its retries, in `error`, with the request's keys when a task's call made it)…"},
 	{"request_id", "text", "the task's request id (its data.request_id, else its fingerprint)"},
 	{"fc_request_id", "text", "FC's x-fc-request-id of the invocation"},
 	{"idempotency_key", "text", "the business key K (64 hex)"},
