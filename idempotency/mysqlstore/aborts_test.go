@@ -20,11 +20,14 @@ import (
 // node fails a write that lost certification: error 1213 and nothing
 // written. A statement containing a marker fails while the marker has
 // failures left; the marker "COMMIT" fails a transaction's commit, after
-// rolling it back.
+// rolling it back. err, when set, is the failure instead of 1213.
 type aborter struct {
 	driver.Connector
 	mu   sync.Mutex
 	left map[string]int
+	err  error
+	// commit, when set, runs the next COMMIT once (given the real one).
+	commit func(do func() error) error
 }
 
 var errCertification = &mysql.MySQLError{Number: 1213, SQLState: [5]byte{'4', '0', '0', '0', '1'},
@@ -40,6 +43,22 @@ func (a *aborter) fail(q string) bool {
 		}
 	}
 	return false
+}
+
+func (a *aborter) failure() error {
+	if a.err != nil {
+		return a.err
+	}
+	return errCertification
+}
+
+// hook takes the commit hook, once.
+func (a *aborter) hook() func(do func() error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.commit
+	a.commit = nil
+	return h
 }
 
 func (a *aborter) Connect(ctx context.Context) (driver.Conn, error) {
@@ -60,7 +79,7 @@ type abortConn struct {
 
 func (c *abortConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
 	if c.a.fail(q) {
-		return nil, errCertification
+		return nil, c.a.failure()
 	}
 	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
 }
@@ -93,9 +112,12 @@ type abortTx struct {
 }
 
 func (t *abortTx) Commit() error {
+	if h := t.a.hook(); h != nil {
+		return h(t.Tx.Commit)
+	}
 	if t.a.fail("COMMIT") {
 		_ = t.Tx.Rollback()
-		return errCertification
+		return t.a.failure()
 	}
 	return t.Tx.Commit()
 }
