@@ -305,6 +305,18 @@ func TestCertificationConflictsAreRetried(t *testing.T) {
 			return "", nil
 		}, nil, nil},
 		{"a lock wait on a completion", "result_ref = ?", complete, completed, errLockWait},
+		{"the purge of an orphan audit row", "DELETE FROM idempotency_replay WHERE id IN", func(t *testing.T, s *mysqlstore.Store) (string, error) {
+			k := idemtest.NewKey() // an audit row past its retention, of a key with no record
+			if _, err := plain.DB().ExecContext(ctx, `INSERT INTO idempotency_replay (request_id, reason, operator,
+ prior_status, source, created_at) VALUES (?, 'r', 'o', 'FAILED_FINAL', 'key', NOW(3) - INTERVAL 40 DAY)`, k); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := s.Purge(ctx, idem.PurgeRequest{OlderThan: 30 * 24 * time.Hour})
+			if rps, rerr := plain.Replays(ctx, k); err == nil && (rep.Replays != 1 || len(rps) != 0 || rerr != nil) {
+				t.Errorf("purged %d audit rows, %d left %v; want 1 and none", rep.Replays, len(rps), rerr)
+			}
+			return "", err
+		}, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
