@@ -39,7 +39,8 @@ func mapped(err error) bool {
 func (s *Store) AbortsRetried() int64 { return s.aborts.Load() }
 
 // exec runs one autocommit statement, and again when the database aborted
-// it (1213, 1205). An abort is a definite rollback: the statement changed
+// it (1213, 1205). An abort is a definite rollback of the autocommit
+// statement (1205 rolls back the statement, here all of it): it changed
 // nothing, so running it again is the same conditional statement on the
 // rows as they are now, never a write assumed to have landed. Any other
 // error (a lost connection, whose statement may or may not have

@@ -12,6 +12,7 @@ var _ driver.Forgetter = (*Store)(nil)
 // its step records, and writes the audit row in the same transaction.
 func (s *Store) Forget(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
 	err = s.txRetry(ctx, func(tx *txn) error {
+		prior, after = driver.Record{}, driver.Record{} // nothing of an aborted run is answered
 		rec, now, err := readNow(ctx, tx, lockedSQL, key)
 		if err != nil {
 			return err

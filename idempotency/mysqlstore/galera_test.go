@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgate/idemgate/idempotency"
+	idem "github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/idemtest"
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/internal/dev/proc"
@@ -131,4 +132,64 @@ func quorumLost(t *testing.T, g *proc.Galera) {
 		t.Fatalf("classified %s %s, want RETRYABLE store_unavailable: %v", class, code, claimErr)
 	}
 	t.Logf("the claim's answer: %v", claimErr)
+}
+
+// A COMMIT that a Galera node refuses with 1047 (wsrep_reject_queries=ALL
+// while an operator drains it; likewise a node outside the primary
+// component) neither commits nor rolls back: the transaction stays open on
+// its connection. The store must not use that connection again: the next
+// claim's writes would land in the open transaction, be answered as
+// successes, and vanish with it (or commit the refused takeover).
+func TestGaleraRefusedCommit(t *testing.T) {
+	g := testenv.Galera(t, 1, "idemgate_galera", proc.GaleraOptions{})
+	dsn := g.DSNs("idemgate_galera")[0]
+	plain, err := mysqlstore.Open(dsn, mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	ctx := context.Background()
+	if _, err := plain.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := &aborter{Connector: connector(t, dsn)}
+	db := sql.OpenDB(a)
+	db.SetMaxOpenConns(1) // the next claim gets the refused commit's connection, if it is kept
+	t.Cleanup(func() { db.Close() })
+	s, err := mysqlstore.New(db, mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, k2 := idemtest.NewKey(), idemtest.NewKey()
+	if _, err := plain.Claim(ctx, idem.ClaimRequest{Key: k1, Owner: "first", PayloadHash: "ph", Lease: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // k1's lease runs out: the next claim is a takeover, in a transaction
+	a.commit = func(commit func() error) error {
+		if _, err := plain.DB().ExecContext(ctx, "SET GLOBAL wsrep_reject_queries = ALL"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := plain.DB().ExecContext(ctx, "SET GLOBAL wsrep_reject_queries = NONE"); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		return commit()
+	}
+	if _, err := s.Claim(ctx, idem.ClaimRequest{Key: k1, Owner: "second", PayloadHash: "ph", Lease: time.Minute}); !errors.Is(err, mysqlstore.ErrNodeNotReady) {
+		t.Fatalf("a takeover whose COMMIT is refused: %v, want ErrNodeNotReady", err)
+	}
+	res, err := s.Claim(ctx, idem.ClaimRequest{Key: k2, Owner: "o", PayloadHash: "ph", Lease: time.Minute})
+	if err != nil || res.Decision != idem.DecisionFirst {
+		t.Fatalf("claim of k2: %+v %v", res.Decision, err)
+	}
+	if err := s.Complete(ctx, k2, res.Record.Fence, idem.Completion{ResultRef: "ref"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := plain.Get(ctx, k2); err != nil || r.Status != idem.StatusSucceeded {
+		t.Fatalf("k2 on another connection: %s %v, want SUCCEEDED (the claim and completion answered nil)", r.Status, err)
+	}
+	if r, err := plain.Get(ctx, k1); err != nil || r.LeaseOwner != "first" || r.Fence != 1 {
+		t.Fatalf("k1: owner %s fence %d %v, want the refused takeover not recorded", r.LeaseOwner, r.Fence, err)
+	}
 }

@@ -67,6 +67,7 @@ func collect(rows *sql.Rows) ([]driver.Record, error) {
 // store); a refused reset writes nothing.
 func (s *Store) Reset(ctx context.Context, key string, rp driver.Replay) (prior, after driver.Record, err error) {
 	err = s.txRetry(ctx, func(tx *txn) error {
+		prior, after = driver.Record{}, driver.Record{} // nothing of an aborted run is answered
 		rec, now, err := readNow(ctx, tx, lockedSQL, key)
 		if err != nil && !errors.Is(err, driver.ErrNotFound) {
 			return err

@@ -258,8 +258,17 @@ func (s *Store) purgeOrphans(ctx context.Context, age int64, limit int, dryRun b
 	if err != nil || dryRun {
 		return int64(len(ids)), mapErr(err)
 	}
-	n, err := deleteIDs(ctx, s.db, purgeDeleteAuditSQL, ids)
+	// The rows are named by id: a DELETE the database aborted deleted
+	// nothing, and run again (s.exec) deletes those still there.
+	n, err := deleteIDs(ctx, execFunc(s.exec), purgeDeleteAuditSQL, ids)
 	return n, mapErr(err)
+}
+
+// execFunc is an execer of a function (Store.exec: retried).
+type execFunc func(ctx context.Context, q string, args ...any) (sql.Result, error)
+
+func (f execFunc) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return f(ctx, q, args...)
 }
 
 // deleteCounted runs one bounded DELETE and returns how many rows it

@@ -291,7 +291,9 @@ func takeover(ctx context.Context, tx *txn, req driver.ClaimRequest) (driver.Cla
 }
 
 // inTx runs fn in a transaction: committed when fn succeeds, else rolled
-// back with fn's error.
+// back with fn's error (the rollback's own is not returned). A transaction
+// whose COMMIT or ROLLBACK failed is not known to have ended, and its
+// connection is closed, never pooled (txn.end).
 func (s *Store) inTx(ctx context.Context, fn func(*txn) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -521,6 +523,12 @@ func (s *Store) Fail(ctx context.Context, key string, fence int64, f driver.Fail
 		f.Code, f.Message, f.RetryAfter.Microseconds(), f.RetryAfter.Microseconds(), key, fence)
 }
 
+// errTxAborted marks a statement or transaction the database aborted,
+// which the store runs again. 1213 (a deadlock, a Galera certification
+// conflict) rolls the whole transaction back; 1205 (a lock wait) only the
+// statement (innodb_rollback_on_timeout is off by default): an autocommit
+// statement is then undone, a transaction only once inTx's own ROLLBACK
+// has run, which it always does before txRetry runs it again.
 var errTxAborted = errors.New("mysqlstore: transaction aborted by the database (deadlock, lock wait, Galera certification conflict)")
 
 // MapErr turns driver errors the store reacts to into sentinels: 1062 into

@@ -3,6 +3,7 @@ package mysqlstore
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"regexp"
@@ -96,12 +97,19 @@ func (c pool) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 	return c.db.QueryRowContext(ctx, c.sql(q), args...)
 }
 
+// BeginTx starts a transaction on a connection of its own, which the
+// transaction's end returns to the pool, or closes (txn.end).
 func (c pool) BeginTx(ctx context.Context, o *sql.TxOptions) (*txn, error) {
-	tx, err := c.db.BeginTx(ctx, o)
+	conn, err := c.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &txn{tx: tx, sql: c.sql}, nil
+	tx, err := conn.BeginTx(ctx, o)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return &txn{tx: tx, conn: conn, sql: c.sql}, nil
 }
 
 // Session is one connection of the pool (GET_LOCK belongs to a session).
@@ -116,10 +124,11 @@ func (c pool) Session(ctx context.Context) (*session, error) {
 func (c pool) PingContext(ctx context.Context) error { return c.db.PingContext(ctx) }
 func (c pool) Close() error                          { return c.db.Close() }
 
-// txn is a transaction of pool.
+// txn is a transaction of pool, on its own connection.
 type txn struct {
-	tx  *sql.Tx
-	sql func(string) string
+	tx   *sql.Tx
+	conn *sql.Conn
+	sql  func(string) string
 }
 
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -134,8 +143,25 @@ func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 	return t.tx.QueryRowContext(ctx, t.sql(q), args...)
 }
 
-func (t *txn) Commit() error   { return t.tx.Commit() }
-func (t *txn) Rollback() error { return t.tx.Rollback() }
+func (t *txn) Commit() error   { return t.end(t.tx.Commit()) }
+func (t *txn) Rollback() error { return t.end(t.tx.Rollback()) }
+
+// end releases the transaction's connection after its COMMIT or ROLLBACK
+// answered err. A failed end is not known to have ended the transaction:
+// a COMMIT a Galera node refuses with 1047 (outside the primary component,
+// or wsrep_reject_queries) leaves it open, and database/sql would pool the
+// connection with it, so that later autocommit statements run inside it,
+// answered as successes, then committed by the connection's next
+// transaction or lost with the connection. Such a connection is closed
+// instead (database/sql closes one whose use returns driver.ErrBadConn),
+// which makes the server roll the transaction back.
+func (t *txn) end(err error) error {
+	if err != nil {
+		_ = t.conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+	}
+	_ = t.conn.Close()
+	return err
+}
 
 // session is one connection of pool.
 type session struct {

@@ -99,7 +99,13 @@ func (r *Recorder) loop(every time.Duration) {
 }
 
 // Flush adds what was counted to the sink; on failure the counts are kept
-// for the next flush.
+// for the next flush. That is right for a failure that wrote nothing (a
+// node refusing queries, five aborts, a connection refused), and doubles
+// the batch once when the write did land but its answer was lost (a
+// connection dropped after COMMIT, the timeout expiring there): accepted,
+// for these are counters for a chart, rare to double, where dropping the
+// batch on every unclear error would lose counts on each outage instead.
+// The logs give the exact figures (docs/operations.md, Stats).
 func (r *Recorder) Flush(ctx context.Context) {
 	r.mu.Lock()
 	m := time.Now().UTC().Truncate(time.Minute)
