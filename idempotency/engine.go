@@ -261,9 +261,9 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 		return res, nil, nil
 	}
 	return res, &Lease{e: e, Key: req.Key, Fence: res.Record.Fence, Attempt: res.Record.Attempt,
-		Owner: req.Owner, OriginRequestID: res.Record.OriginRequestID, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash, try: req.Try,
-		salvage: res.Salvage, finishAfter: req.FinishAfter, steps: res.Record.Steps, checkpoint: make(chan struct{}, 1),
-		decision: res.Decision}, nil
+		Owner: req.Owner, OriginRequestID: res.Record.OriginRequestID, lease: req.Lease, maxAttempts: req.MaxAttempts,
+		payloadHash: req.PayloadHash, try: req.Try, salvage: res.Salvage, finishAfter: req.FinishAfter,
+		steps: res.Record.Steps, checkpoint: make(chan struct{}, 1), decision: res.Decision}, nil
 }
 
 // Get reads the durable record.
