@@ -279,7 +279,7 @@ func (p *Pipeline) finish(ctx context.Context, f *idempotency.Finisher, rs Resul
 	}
 	defer release()
 	ctx = held
-	if err := p.postNotify(ctx, notify, o); err != nil {
+	if err := p.postNotify(ctx, notify, notification(o, f.OriginRequestID)); err != nil {
 		return p.finishFailed(ctx, f, err)
 	}
 	if err := f.Done(ctx); err != nil {
@@ -373,21 +373,25 @@ func publish(ctx context.Context, rs ResultStore, k, ref string, m ossresult.Met
 	return nil
 }
 
-func (p *Pipeline) postNotify(ctx context.Context, n *event.Notify, o Outcome) error {
+// postNotify posts body (notification) to n's URL, its X-Request-Id the
+// body's request id.
+func (p *Pipeline) postNotify(ctx context.Context, n *event.Notify, body Outcome) error {
 	if p.Notify == nil {
 		return idempotency.Final("invalid_request", errors.New("notify is not configured"))
 	}
-	body, _ := json.Marshal(notification(o))
-	return p.Notify.Post(ctx, n.URL, o.IdempotencyKey, o.RequestID, body)
+	b, _ := json.Marshal(body)
+	return p.Notify.Post(ctx, n.URL, body.IdempotencyKey, body.RequestID, b)
 }
 
 // notification is the body of the notify POST: the task's one effect (K,
-// SUCCEEDED, the attempt and result_ref that stand, the request id), the
-// same whichever delivery posts it — the first, FC's retry or a copy of
-// it, the sweeper, a replay — so never "duplicate": true, which a receiver
-// dropping duplicates would drop, losing the only notification
-// (docs/design.md §13).
-func notification(o Outcome) Outcome {
+// SUCCEEDED, the attempt and result_ref that stand, and origin, the request
+// id its record keeps), byte for byte the same whichever delivery posts it
+// — the first, FC's retry or a copy of it, another request of the same
+// key and payload, the sweeper, a replay — so never "duplicate": true,
+// which a receiver dropping duplicates would drop, losing the only
+// notification, nor the posting delivery's own request id (docs/design.md
+// §13).
+func notification(o Outcome, origin string) Outcome {
 	return Outcome{IdempotencyKey: o.IdempotencyKey, Status: string(driver.StatusSucceeded),
-		Decision: string(idempotency.DecisionFirst), Attempt: o.Attempt, ResultRef: o.ResultRef, RequestID: o.RequestID}
+		Decision: string(idempotency.DecisionFirst), Attempt: o.Attempt, ResultRef: o.ResultRef, RequestID: origin}
 }

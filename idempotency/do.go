@@ -196,7 +196,8 @@ func (e *Engine) doDisabled(ctx context.Context, req ClaimRequest, fn func(ctx c
 	// Every run is the first and only attempt of its own: attempts count
 	// from 1 wherever they name something (the output object, the logs).
 	out := Outcome{Key: req.Key, Decision: DecisionDisabled, Status: driver.StatusSucceeded, Attempt: 1}
-	ref, err := fn(ctx, &Lease{e: e, Key: req.Key, Owner: req.Owner, Attempt: 1, disabled: true, decision: DecisionDisabled})
+	ref, err := fn(ctx, &Lease{e: e, Key: req.Key, Owner: req.Owner, OriginRequestID: req.Meta.OriginRequestID, Attempt: 1,
+		disabled: true, decision: DecisionDisabled})
 	if err != nil {
 		f := failure(err)
 		out.Status, out.ErrorCode, out.Error = driver.StatusFailedRetryable, f.Code, f.Message

@@ -261,9 +261,9 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (driver.ClaimResul
 		return res, nil, nil
 	}
 	return res, &Lease{e: e, Key: req.Key, Fence: res.Record.Fence, Attempt: res.Record.Attempt,
-		Owner: req.Owner, lease: req.Lease, maxAttempts: req.MaxAttempts, payloadHash: req.PayloadHash, try: req.Try,
-		salvage: res.Salvage, finishAfter: req.FinishAfter, steps: res.Record.Steps, checkpoint: make(chan struct{}, 1),
-		decision: res.Decision}, nil
+		Owner: req.Owner, OriginRequestID: res.Record.OriginRequestID, lease: req.Lease, maxAttempts: req.MaxAttempts,
+		payloadHash: req.PayloadHash, try: req.Try, salvage: res.Salvage, finishAfter: req.FinishAfter,
+		steps: res.Record.Steps, checkpoint: make(chan struct{}, 1), decision: res.Decision}, nil
 }
 
 // Get reads the durable record.
@@ -338,24 +338,28 @@ func (e *Engine) fastDo(ctx context.Context, op string, call func(context.Contex
 
 // Lease is an owned claim. Every write through it is guarded by its fence.
 type Lease struct {
-	e           *Engine
-	Key         string
-	Fence       int64
-	Attempt     int
-	Owner       string
-	lease       time.Duration
-	maxAttempts int
-	payloadHash string
-	try         int
-	salvage     bool
-	finishAfter bool
-	completed   bool              // Complete left a finish pending under this lease
-	completeAt  time.Time         // when that Complete was sent: its finish lease runs from no earlier
-	stepsMu     sync.Mutex        // guards steps
-	steps       map[string]string // the record's checkpoints, as this lease knows them
-	checkpoint  chan struct{}     // one checkpoint write at a time (each writes the whole map); a token
-	disabled    bool              // WithDisabled: no store behind it
-	decision    Decision          // how the claim granted it
+	e       *Engine
+	Key     string
+	Fence   int64
+	Attempt int
+	Owner   string
+	// OriginRequestID is the request id the record keeps
+	// (driver.Record.OriginRequestID): the task's, whichever delivery
+	// holds the lease — a takeover's own request id is not it.
+	OriginRequestID string
+	lease           time.Duration
+	maxAttempts     int
+	payloadHash     string
+	try             int
+	salvage         bool
+	finishAfter     bool
+	completed       bool              // Complete left a finish pending under this lease
+	completeAt      time.Time         // when that Complete was sent: its finish lease runs from no earlier
+	stepsMu         sync.Mutex        // guards steps
+	steps           map[string]string // the record's checkpoints, as this lease knows them
+	checkpoint      chan struct{}     // one checkpoint write at a time (each writes the whole map); a token
+	disabled        bool              // WithDisabled: no store behind it
+	decision        Decision          // how the claim granted it
 }
 
 // Decision is how the claim granted this lease: FIRST, REPEAT_SAME (the
@@ -460,7 +464,8 @@ func (l *Lease) Finisher() *Finisher {
 	if !l.completed {
 		return nil
 	}
-	return &Finisher{e: l.e, Key: l.Key, Owner: l.Owner, try: l.try, fence: l.Fence, lease: l.lease, taken: l.completeAt}
+	return &Finisher{e: l.e, Key: l.Key, Owner: l.Owner, OriginRequestID: l.OriginRequestID, try: l.try, fence: l.Fence,
+		lease: l.lease, taken: l.completeAt}
 }
 
 // Fail records cause, classified (see [Classify]): FAILED_FINAL when it is
@@ -674,10 +679,14 @@ type Finisher struct {
 	e     *Engine
 	Key   string
 	Owner string
-	try   int
-	fence int64         // the fence the finish is held at (a finish takeover moves it)
-	lease time.Duration // the finish lease's length
-	taken time.Time     // when the statement that took (or last renewed) it was sent
+	// OriginRequestID is the request id the record keeps
+	// (driver.Record.OriginRequestID): the task's, whichever delivery
+	// holds the finish.
+	OriginRequestID string
+	try             int
+	fence           int64         // the fence the finish is held at (a finish takeover moves it)
+	lease           time.Duration // the finish lease's length
+	taken           time.Time     // when the statement that took (or last renewed) it was sent
 }
 
 // ClaimFinish asks for key's pending finish for owner at try (the same rule
@@ -702,7 +711,8 @@ func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (d
 	if !res.Decision.Owned() {
 		return res, nil, nil
 	}
-	return res, &Finisher{e: e, Key: key, Owner: owner, try: try, fence: res.Record.Fence, lease: lease, taken: sent}, nil
+	return res, &Finisher{e: e, Key: key, Owner: owner, OriginRequestID: res.Record.OriginRequestID, try: try,
+		fence: res.Record.Fence, lease: lease, taken: sent}, nil
 }
 
 // Hold makes sure the finish is still this holder's before a side effect

@@ -1,6 +1,7 @@
 package explore_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -223,11 +224,30 @@ func (w *world) ownerNotify(owner string) string {
 
 // checkNotification: a notification describes the task's effect, whichever
 // delivery posts it — never a duplicate's answer, which a receiver dropping
-// duplicates would drop, losing the only notification (docs/design.md §13).
-func (w *world) checkNotification(a *actor, key string, body []byte) {
+// duplicates would drop, losing the only notification, nor the posting
+// delivery's own request id (docs/design.md §13). So every post of key in
+// one life is byte for byte the same, and names what the record keeps: K,
+// SUCCEEDED, its attempt, result_ref and origin request id (X-Request-Id
+// too). p is this post (w.posted), its body set here.
+func (w *world) checkNotification(a *actor, key, requestID string, body []byte, p *post) {
+	p.body = append([]byte(nil), body...)
 	var o handler.Outcome
 	if err := json.Unmarshal(body, &o); err != nil || o.IdempotencyKey != key || o.Status != string(driver.StatusSucceeded) ||
 		o.Duplicate || o.Decision != string(idempotency.DecisionFirst) || o.ResultRef == "" || o.ErrorType != "" {
 		w.violate("%s: the notification of %s describes the delivery, not the task's effect: %s", a.name, key, body)
+		return
+	}
+	// The finish is held while it posts: the record's fields stand.
+	if rec, err := w.be.store.Get(context.Background(), key); err == nil && (o.Attempt != rec.Attempt ||
+		o.ResultRef != rec.ResultRef || o.RequestID != rec.OriginRequestID || requestID != rec.OriginRequestID) {
+		w.violate("%s: the notification of %s (X-Request-Id %q) is not its record's (attempt %d, result_ref %s, request id %q): %s",
+			a.name, key, requestID, rec.Attempt, rec.ResultRef, rec.OriginRequestID, body)
+		return
+	}
+	for _, q := range w.posts[key] {
+		if q != p && q.body != nil && !bytes.Equal(q.body, p.body) {
+			w.violate("%s: two notifications of %s in one life differ: %s's %s, then %s", a.name, key, q.a.name, q.body, body)
+			return
+		}
 	}
 }

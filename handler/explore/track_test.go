@@ -102,9 +102,10 @@ func (w *world) finished(a *actor, key string, done bool) {
 type post struct {
 	a       *actor
 	at      time.Duration
-	settled bool // its poster recorded the finish done, or returned with no failure after it
-	spoiled bool // the poster saw a failure after it (the POST's answer, a write): a repeat is allowed
-	late    bool // posted right after a lease check, woken from a stop at the POST itself
+	settled bool   // its poster recorded the finish done, or returned with no failure after it
+	spoiled bool   // the poster saw a failure after it (the POST's answer, a write): a repeat is allowed
+	late    bool   // posted right after a lease check, woken from a stop at the POST itself
+	body    []byte // what it posted (checkNotification)
 }
 
 // posted checks docs/design.md §13's "at most once, except across a crash or

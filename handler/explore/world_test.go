@@ -270,6 +270,9 @@ func (w *world) genActors() {
 			if j > 0 && w.rng.IntN(3) == 0 {
 				body = s.bodies[1]
 			}
+			if (w.seed+int64(i+j))%3 != 0 { // its own upstream request id (chosen off the seed's draws, which stay as they were)
+				body = withRequestID(body, fmt.Sprintf("up-%d-%d", i, j))
+			}
 			d := &delivery{spec: s, reqID: fmt.Sprintf("fc-%d-%d", i, j), body: body, go1: w.feat["go1"] && w.rng.IntN(2) == 0,
 				norc: w.feat["norc"] && w.rng.IntN(2) == 0}
 			w.deliveries = append(w.deliveries, d)
@@ -281,7 +284,8 @@ func (w *world) genActors() {
 			}
 		}
 		if w.feat["late"] && w.rng.IntN(3) == 0 { // a double submit long after the first ones
-			d := &delivery{spec: s, reqID: fmt.Sprintf("fc-%d-late", i), body: s.bodies[w.rng.IntN(2)], late: true}
+			d := &delivery{spec: s, reqID: fmt.Sprintf("fc-%d-late", i), body: withRequestID(s.bodies[w.rng.IntN(2)],
+				fmt.Sprintf("up-%d-late", i)), late: true}
 			w.deliveries = append(w.deliveries, d)
 			until := maxExplored // before any record is old enough for the purge
 			if w.feat["resend"] {
@@ -513,6 +517,17 @@ func taskEvent(tenant string, s *keySpec, notify bool) []byte {
 	}
 	b, _ := json.Marshal(map[string]any{"id": "ev-" + s.name, "source": "explore", "specversion": "1.0",
 		"type": "idemgate:Task:Submitted", "datacontenttype": "application/json", "data": data})
+	return b
+}
+
+// withRequestID is the task event body with data.request_id id: the same
+// K and payload (request_id is neither), another upstream request, whose id
+// the record keeps only when its claim is the key's first.
+func withRequestID(body []byte, id string) []byte {
+	var ev map[string]any
+	_ = json.Unmarshal(body, &ev)
+	ev["data"].(map[string]any)["request_id"] = id
+	b, _ := json.Marshal(ev)
 	return b
 }
 

@@ -400,7 +400,7 @@ func (n *notifyW) Post(ctx context.Context, url, key, requestID string, body []b
 		}
 		n.n.posts[key]++
 		p = w.posted(n.a, key)
-		w.checkNotification(n.a, key, body)
+		w.checkNotification(n.a, key, requestID, body, p)
 		return nil
 	})
 	if err != nil && p != nil {

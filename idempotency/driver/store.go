@@ -32,9 +32,10 @@ type Store interface {
 	Fail(ctx context.Context, key string, fence int64, f Failure) error
 	// ClaimFinish takes over a SUCCEEDED record's pending finish as
 	// [DecideFinish] rules, on the store's clock. A takeover increments the
-	// fence (the returned Record carries it), so that the holder it
-	// replaced can no longer renew the finish, even when it has the same
-	// owner and try. A claim [CopyOfFinish] names is answered REPEAT_OTHER
+	// fence (the returned Record carries it, and what the task recorded:
+	// OriginRequestID, Attempt, ResultRef), so that the holder it replaced
+	// can no longer renew the finish, even when it has the same owner and
+	// try. A claim [CopyOfFinish] names is answered REPEAT_OTHER
 	// and raises lease_try past its try, leaving the fence.
 	ClaimFinish(ctx context.Context, req FinishRequest) (ClaimResult, error)
 	// Finish ends the pending finish held by owner (try is informational:

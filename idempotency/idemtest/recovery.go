@@ -176,6 +176,11 @@ func finishOnce(t *testing.T, h Harness) {
 	completed := get(t, e, key2).UpdatedAt
 	if res, g, err := e.ClaimFinish(ctx, key2, "sweeper", -1); err != nil || g == nil {
 		t.Fatalf("after the holder's lease: %s %v", res.Decision, err)
+	} else if g.OriginRequestID != "origin-d" || l2.Finisher().OriginRequestID != "origin-d" {
+		// The finish names the task's request, whoever holds it (the
+		// notification says it: docs/design.md §13).
+		t.Fatalf("the finish's origin request id %q (the lease's finisher's %q), want origin-d", g.OriginRequestID,
+			l2.Finisher().OriginRequestID)
 	} else if err := g.Fail(ctx, idempotency.Retryable("temporary_unavailable", errors.New("503"))); err != nil {
 		t.Fatal(err)
 	}

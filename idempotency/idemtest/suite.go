@@ -237,6 +237,10 @@ func takeoverAfterExpiry(t *testing.T, h Harness) {
 	want(t, "decision after expiry", res.Decision, idempotency.DecisionTakeover)
 	want(t, "fence", l2.Fence, l1.Fence+1)
 	want(t, "attempt", l2.Attempt, l1.Attempt+1)
+	// The lease names the task's request, not the one taking it over (the
+	// notification the holder posts says it: docs/design.md §13).
+	want(t, "first lease's origin request id", l1.OriginRequestID, "origin-a")
+	want(t, "takeover's origin request id", l2.OriginRequestID, "origin-a")
 	rec := get(t, e, key)
 	want(t, "lease owner", rec.LeaseOwner, "b")
 	want(t, "stored fence", rec.Fence, l2.Fence)

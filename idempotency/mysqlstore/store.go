@@ -449,11 +449,18 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 		if id%2 == 1 {
 			d = driver.DecisionRepeatSame
 		}
+		// What the task recorded (its origin request id, which the holder's
+		// notification names, its attempt and result) is read back: a
+		// holder's rare path (a dead holder's retry, the sweeper, a replay).
 		// LeaseTry is the request's: the row may hold a copy's mark above it
 		// (driver.TakeoverTry), which nothing reads back from the answer.
-		return driver.ClaimResult{Decision: d, LeaseLeft: req.Lease, Source: "mysql",
-			Record: driver.Record{Key: req.Key, Status: driver.StatusSucceeded, Finish: driver.FinishPending,
-				Fence: id / 2, LeaseOwner: req.Owner, LeaseTry: req.Try}}, nil
+		rec, _, err := readNow(ctx, s.db, readNowSQL, req.Key)
+		if err != nil {
+			return driver.ClaimResult{}, fmt.Errorf("read the finish claimed: %w", err)
+		}
+		rec.Status, rec.Finish, rec.Fence, rec.LeaseOwner, rec.LeaseTry = driver.StatusSucceeded, driver.FinishPending,
+			id/2, req.Owner, req.Try
+		return driver.ClaimResult{Decision: d, LeaseLeft: req.Lease, Source: "mysql", Record: rec}, nil
 	}
 	rec, now, err := readNow(ctx, s.db, readNowSQL, req.Key)
 	if err != nil {
