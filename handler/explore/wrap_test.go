@@ -57,6 +57,7 @@ func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r dri
 			s.w().claimed(s.a, req.Key, r.Record.Fence, r.Decision == driver.DecisionFirst)
 		} else if err == nil {
 			s.w().noteCopy(s.a, req, r)
+			s.w().noteMark(s.a, req, r)
 		}
 		if err == nil {
 			s.w().claimAnswered(s.a, r.Record.LeaseOwner)

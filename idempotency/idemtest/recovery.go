@@ -327,6 +327,67 @@ func copyMarkOutlivesTakeover(t *testing.T, h Harness) {
 	}
 }
 
+// copyMarkOutlivesAnotherOwner: a copy's mark outlives a lease of another
+// owner (a sweeper's) between two leases of the copy's request. The holder
+// a/0 meets a copy of its try and FC's retry of that copy (marked to 2), and
+// dies; b takes the key (or the finish) over and lets it go; a's own retry
+// (try 1) takes it over. FC's next retry of the copy (try 2) must then wait
+// for that lease: a store whose mark was lost with b's lease (one column,
+// lease_try) counts it a/1's later try, a second run (or notify) beside it.
+func copyMarkOutlivesAnotherOwner(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithMaxAttempts(5))
+	for _, during := range []string{"run", "finish"} {
+		t.Run("copy during the "+during, func(t *testing.T) {
+			ctx := context.Background()
+			key := NewKey()
+			r := short(req(key, "a"))
+			r.Try, r.FinishAfter = 0, true
+			_, l := claim(t, e, r)
+			if during == "finish" {
+				if err := l.Complete(ctx, "ref"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			take := func(owner string, try int, lease time.Duration) (idempotency.Decision, bool) {
+				t.Helper()
+				if during == "run" {
+					c := req(key, owner)
+					c.Try, c.FinishAfter, c.Lease = try, true, lease
+					res, cl := claim(t, e, c)
+					return res.Decision, cl != nil
+				}
+				cctx, cancel := context.WithTimeout(ctx, lease)
+				defer cancel()
+				res, g, err := e.ClaimFinish(cctx, key, owner, try)
+				if err != nil {
+					t.Fatalf("claim finish by %s at try %d: %v", owner, try, err)
+				}
+				return res.Decision, g != nil
+			}
+			for _, try := range []int{0, 1} { // a copy of a/0, and FC's retry of it
+				if d, owned := take("a", try, time.Minute); owned {
+					t.Fatalf("the copy at try %d took the live holder's lease: %s", try, d)
+				}
+			}
+			time.Sleep(shortLease + 150*time.Millisecond)
+			if d, owned := take("b", -1, shortLease); !owned {
+				t.Fatalf("b after the holder's lease ran out: %s, want it owned", d)
+			}
+			time.Sleep(shortLease + 150*time.Millisecond)
+			if d, owned := take("a", 1, time.Minute); !owned {
+				t.Fatalf("the holder's retry after b's lease ran out: %s, want it owned", d)
+			}
+			if d, owned := take("a", 2, time.Minute); owned {
+				t.Fatalf("FC's retry of the copy's retry took the live lease of a's retry over (%s): the mark was lost to b's lease", d)
+			}
+			// a/2 was marked a copy too (to 3): FC's try 4 is past every copy's.
+			if d, owned := take("a", 4, time.Minute); !owned {
+				t.Fatalf("a try past every mark waited for the live lease (%s): it is the holder's later try", d)
+			}
+		})
+	}
+}
+
 // copyMarkOutlivesFailure: a copy's mark (driver.ActMarkTry) outlives the
 // holder's retryable failure. Two copies of try 0 met the live lease (the
 // second at FC's try 1 of the copy: marked to 2); the holder fails, and its

@@ -71,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FinishCopysRetriesNeverTakeItOver", func(t *testing.T) { finishCopy(t, h) })
 	t.Run("ACopysMarkOutlivesATakeover", func(t *testing.T) { copyMarkOutlivesTakeover(t, h) })
 	t.Run("ACopysMarkOutlivesARetryableFailure", func(t *testing.T) { copyMarkOutlivesFailure(t, h) })
+	t.Run("ACopysMarkOutlivesAnotherOwnersLease", func(t *testing.T) { copyMarkOutlivesAnotherOwner(t, h) })
 	t.Run("RenewOfAnEndedLeaseIsLost", func(t *testing.T) { renewEnded(t, h) })
 	t.Run("EmptyOwnerNeverTakesALiveLease", func(t *testing.T) { emptyOwner(t, h) })
 	t.Run("TryNotLaterNeverTakesItsOwnLiveLease", func(t *testing.T) { ownLeaseRetryLater(t, h) })
