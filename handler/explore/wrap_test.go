@@ -263,6 +263,14 @@ func (f *fastW) Publish(ctx context.Context, rec driver.Record, left time.Durati
 		func() error { return f.f.Publish(ctx, rec, left) })
 }
 
+// TakeFinish is no decision point of the world (not a call): it adds no
+// order to enumerate and leaves every seed's schedule as it was. Its
+// failure, Redis naming the previous holder, costs statements only
+// (docs/design.md §7); redisfast's and idemtest's tests judge it.
+func (f *fastW) TakeFinish(ctx context.Context, key, owner string, try int, fence int64) error {
+	return f.f.TakeFinish(ctx, key, owner, try, fence)
+}
+
 func (f *fastW) Release(ctx context.Context, key, owner string) error {
 	return call(f.a, "redis.Release "+key, fastErr, func() error { return f.f.Release(ctx, key, owner) })
 }

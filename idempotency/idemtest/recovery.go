@@ -388,6 +388,47 @@ func copyMarkOutlivesAnotherOwner(t *testing.T, h Harness) {
 	}
 }
 
+// finishTakeoverNamed: once b took a finish over from the holder a that
+// completed the key, every duplicate's answer names b — the store's, and
+// the fast layer's and the cache's, which named a (the completion's
+// publish): a's request's deliveries then do not ask the store for a
+// finish that is not theirs, and b's do (idempotency.Outcome.Holder).
+func finishTakeoverNamed(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithLocalCache(16, time.Minute)) // the taker's own cache forgets the key
+	ctx := context.Background()
+	key := NewKey()
+	r := short(req(key, "a"))
+	r.Try, r.FinishAfter = 0, true
+	_, l := claim(t, e, r)
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	dup := func(e *idempotency.Engine, owner string) string {
+		t.Helper()
+		c := req(key, owner)
+		c.Try = 0
+		res, cl := claim(t, e, c)
+		if cl != nil || res.Decision != idempotency.DecisionRepeatDone {
+			t.Fatalf("a duplicate by %s: %s, want REPEAT_DONE", owner, res.Decision)
+		}
+		return res.Record.LeaseOwner
+	}
+	if got := dup(e, "c"); got != "a" {
+		t.Fatalf("before the takeover the answer names %q, want a", got)
+	}
+	time.Sleep(shortLease + 150*time.Millisecond)
+	if _, g, err := e.ClaimFinish(ctx, key, "b", 1); err != nil || g == nil {
+		t.Fatalf("b's finish claim past a's lease: granted %t, %v", g != nil, err)
+	}
+	for name, e := range map[string]*idempotency.Engine{"the same engine": e, "another engine": h.NewEngine(t)} {
+		for _, owner := range []string{"c", "a"} {
+			if got := dup(e, owner); got != "b" {
+				t.Fatalf("%s: %s's duplicate after b took the finish over names %q, want b", name, owner, got)
+			}
+		}
+	}
+}
+
 // copyMarkOutlivesFailure: a copy's mark (driver.ActMarkTry) outlives the
 // holder's retryable failure. Two copies of try 0 met the live lease (the
 // second at FC's try 1 of the copy: marked to 2); the holder fails, and its
