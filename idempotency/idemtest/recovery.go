@@ -470,3 +470,29 @@ func copyMarkOutlivesFailure(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 }
+
+// RunMarkInTheLeaseAlone checks that a copy's mark an earlier version of
+// the store left in lease_try alone (markLeaseAlone writes lease_try 2 on
+// key's record, as copies of tries 0 and 1 marked it, and nothing else)
+// outlives a retryable failure: Fail keeps lease_owner and lease_try, and
+// the failed request's next lease starts at the mark (driver.TakeoverTry).
+func RunMarkInTheLeaseAlone(t *testing.T, s driver.Store, markLeaseAlone func(t *testing.T, key string)) {
+	ctx := context.Background()
+	key := NewKey()
+	req := driver.ClaimRequest{Key: key, PayloadHash: "ph", Owner: "a", Try: 0, Lease: time.Minute, MaxAttempts: 5}
+	res, err := s.Claim(ctx, req)
+	if err != nil || res.Decision != driver.DecisionFirst {
+		t.Fatalf("first claim: %v %v", res.Decision, err)
+	}
+	markLeaseAlone(t, key) // copies of tries 0 and 1, marked by the old code
+	if err := s.Fail(ctx, key, res.Record.Fence, driver.Failure{Code: "rate_limited", Message: "429"}); err != nil {
+		t.Fatal(err)
+	}
+	req.Try = 1
+	if r, err := s.Claim(ctx, req); err != nil || !r.Decision.Owned() {
+		t.Fatalf("the failed request's retry: %v %v", r.Decision, err)
+	}
+	if rec, err := s.Get(ctx, key); err != nil || rec.LeaseTry != 2 {
+		t.Fatalf("the retry's lease starts at try %d (%v), want 2: the mark was lost to the failure", rec.LeaseTry, err)
+	}
+}

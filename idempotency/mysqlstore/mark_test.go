@@ -85,3 +85,16 @@ func TestAMarkOutlivesARollingDeploy(t *testing.T) {
 		}
 	}
 }
+
+// A mark the old code left in lease_try alone outlives a retryable failure
+// (Fail keeps lease_owner and lease_try): the failed request's next lease
+// starts at it.
+func TestAMarkInTheLeaseAloneOutlivesAFailure(t *testing.T) {
+	s := open(t)
+	idemtest.RunMarkInTheLeaseAlone(t, s, func(t *testing.T, key string) {
+		if _, err := s.DB().ExecContext(context.Background(), `UPDATE idempotency_record SET lease_try = 2
+ WHERE request_id = ?`, key); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
