@@ -5,8 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
 	"github.com/idemgate/idemgate/idempotency/idemtest"
+	"github.com/idemgate/idemgate/idempotency/mysqlstore"
+	"github.com/idemgate/idemgate/idempotency/redisfast/redistest"
+	"github.com/idemgate/idemgate/internal/dev/testenv"
 )
 
 // During a rolling deploy, code from before migration 009 shares the table:
@@ -97,4 +101,75 @@ func TestAMarkInTheLeaseAloneOutlivesAFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// The cost of the fast layer's bounded window (docs/design.md §7), counted
+// by the session's own statement counters (the pool holds one connection):
+// while a claimant's registration over the holder's live lease stands, a
+// duplicate costs the store's refused INSERT and its read; once the
+// holder's completion replaced the registration, none.
+func TestARegistrationOverALiveHolderCostsTwoStatements(t *testing.T) {
+	s, err := mysqlstore.Open(testenv.MySQLDSN(t), mysqlstore.Options{MaxOpenConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := redistest.Harness(t, s)
+	e := h.NewEngine(t)
+	statements := func() (n int64) {
+		rows, err := s.DB().QueryContext(ctx, `SHOW SESSION STATUS WHERE Variable_name IN ('Com_insert', 'Com_select', 'Com_update')`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var v int64
+			if err := rows.Scan(&name, &v); err != nil {
+				t.Fatal(err)
+			}
+			n += v
+		}
+		return n
+	}
+	key := idemtest.NewKey()
+	claim := func(owner string) driver.ClaimResult {
+		t.Helper()
+		res, _, err := e.Claim(ctx, idempotency.ClaimRequest{Key: key, Owner: owner, PayloadHash: "ph", Try: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first, lh, err := e.Claim(ctx, idempotency.ClaimRequest{Key: key, Owner: "h", PayloadHash: "ph"})
+	if err != nil || lh == nil {
+		t.Fatalf("h's claim: %v", err)
+	}
+	if err := h.Fast.Publish(ctx, first.Record, time.Millisecond); err != nil { // h's mirror, its renewals skipped
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	claim("c") // registers over the entry; the store answers h's live lease
+	for _, d := range []string{"d1", "d2"} {
+		before := statements()
+		res := claim(d)
+		if n := statements() - before; n != 2 || res.Source != "mysql" {
+			t.Fatalf("%s in the window: %d statements, answered by %s; want 2 (the refused INSERT and the read), by mysql",
+				d, n, res.Source)
+		}
+	}
+	if err := lh.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	before := statements()
+	if res := claim("e"); res.Source != "redis" {
+		t.Fatalf("after h's completion: answered by %s, want redis", res.Source)
+	}
+	if n := statements() - before; n != 0 {
+		t.Fatalf("after h's completion: %d statements, want none", n)
+	}
 }
