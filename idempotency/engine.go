@@ -711,6 +711,14 @@ func (e *Engine) ClaimFinish(ctx context.Context, key, owner string, try int) (d
 	if !res.Decision.Owned() {
 		return res, nil, nil
 	}
+	// The fast layer and the cache name the holder that completed the key
+	// (or last took the finish): name this one, so that its request's
+	// copies ask for the finish and the previous holder's do not
+	// (docs/design.md §7).
+	e.cache.forget(key)
+	e.fastDo(ctx, "take finish", func(c context.Context) error {
+		return e.fast.TakeFinish(c, key, owner, try, res.Record.Fence)
+	})
 	return res, &Finisher{e: e, Key: key, Owner: owner, OriginRequestID: res.Record.OriginRequestID, try: try,
 		fence: res.Record.Fence, lease: lease, taken: sent}, nil
 }

@@ -214,6 +214,31 @@ func init() {
 			},
 			actors: func(w *world) []*actor {
 				return []*actor{w.pendingTry("fc-a", 1), w.pendingTry("fc-a", 2)}
+			}},
+		scenario{name: "copy-mark-across-owners", stores: "bolt,mysql",
+			about: "FC delivers a try twice; the copy meets the live lease (retry_later, the mark) and so does FC's retry of " +
+				"it (marked a try further); the holder stops before its Complete past FC's timeout, the sweeper takes the key " +
+				"over and stops too, and FC's retry of the holder races with the copy's second retry once the sweeper's lease " +
+				"ran out (the mark must outlive the sweeper's lease: it is kept apart from the lease, driver.TakeoverTry)",
+			setup: func(w *world) []*actor {
+				s := w.spec(scriptOK, false)
+				complete := "store.Complete " + s.k.Key
+				hd := w.newDelivery(s, "fc-a")
+				holder := w.tryActor(hd, 0)
+				w.runTo(holder, complete)
+				w.runToEnd(w.tryActor(w.newDelivery(s, "fc-a"), 0))
+				w.runToEnd(w.pendingTry("fc-a", 1)) // the copy's retry: the holder has not timed out yet
+				w.advance(w.lease + w.grace + time.Second)
+				sweep := w.sweepActor()
+				w.runTo(sweep, complete)
+				w.advance(w.lease + w.grace + time.Second)
+				return nil
+			},
+			actors: func(w *world) []*actor {
+				retry := w.actorWhere("FC's retry of the holder", func(a *actor) bool {
+					return a.kind == kindTry && a.d == w.deliveries[0] && a.try == 1 && a.state == pending
+				})
+				return []*actor{retry, w.pendingTry("fc-a", 2)}
 			}})
 }
 

@@ -26,7 +26,7 @@ var (
 // defaultEnum: the scenarios TestEnumerate runs by default (all of them:
 // every finding is fixed).
 const defaultEnum = "late-publish-over-reset,stale-step,double-submit-notify,copies-without-retry-count,claim-reported-failed," +
-	"slow-finish-holder,slow-sweeper-finish,slow-publish-copy-retry,copy-retry-takes-finish,copy-mark-after-takeover,copy-mark-after-failure,sweeper-holds-late," + // clock_test.go
+	"slow-finish-holder,slow-sweeper-finish,slow-publish-copy-retry,copy-retry-takes-finish,copy-mark-after-takeover,copy-mark-after-failure,copy-mark-across-owners,sweeper-holds-late," + // clock_test.go
 	"copy-retry-waits,copy-then-finish,replaced-finish-holder,ownerless-tries,copy-retry-finish-takeover," + // windows_test.go
 	"replayed-finish-redis," + // stored_test.go
 	"input-horizon-store-clock" // getnow_test.go

@@ -126,6 +126,29 @@ func (w *world) noteCopy(a *actor, req driver.ClaimRequest, r driver.ClaimResult
 	}
 }
 
+// ownerMark is a record's copy mark kept apart from its lease
+// (driver.Record.MarkOwner, MarkTry): it outlives a lease of another owner.
+type ownerMark struct {
+	owner string
+	try   int
+}
+
+// noteMark: the store's answer to a copy's claim shows the record's mark
+// of that copy's request at the copy's next try (whether this claim set it
+// or an earlier one did). The world takes it from the answer, not from its
+// own account, as a copy answered below its lease's try marks nothing; it
+// outlives every lease until another request's copy replaces it
+// (docs/design.md §6).
+func (w *world) noteMark(a *actor, req driver.ClaimRequest, r driver.ClaimResult) {
+	if a.kind != kindTry || req.Try < 0 || r.Record.MarkOwner != req.Owner || r.Record.MarkTry != req.Try+1 {
+		return
+	}
+	if w.ownerMarks == nil {
+		w.ownerMarks = map[string]ownerMark{}
+	}
+	w.ownerMarks[req.Key] = ownerMark{owner: req.Owner, try: req.Try + 1}
+}
+
 // sameRequest: a and b are tries of one FC request (one lease owner).
 func sameRequest(a, b *actor) bool {
 	return a.kind == kindTry && b.kind == kindTry && a.d.reqID == b.d.reqID
@@ -135,7 +158,8 @@ func sameRequest(a, b *actor) bool {
 // delivery (laterTry), and the store was not told that a's try is a copy's.
 func (w *world) fcRetry(a, h *actor, key string) bool {
 	m, marked := w.copyMarks[key]
-	return laterTry(a, h) && (!marked || storeTry(a) > m)
+	om, owned := w.ownerMarks[key]
+	return laterTry(a, h) && (!marked || storeTry(a) > m) && (!owned || om.owner != a.d.reqID || storeTry(a) > om.try)
 }
 
 // checkFinishRefused: the store refuses a finish holder's record of its
@@ -186,6 +210,9 @@ func (w *world) newLease(a *actor, key string, first bool) {
 	if o := w.leaseOwner[key]; first || o == nil || !sameRequest(a, o) {
 		delete(w.copyMarks, key) // another request's lease: no copy of its try yet
 	} // the same request's takeover keeps a copy's mark (driver.TakeoverTry), past a Fail too: FC may still retry that copy
+	if first {
+		delete(w.ownerMarks, key) // a new life: a new record
+	}
 	b := w.backoffs[key]
 	delete(w.backoffs, key)
 	if b == nil || first || w.resets[key] != b.resets {

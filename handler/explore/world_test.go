@@ -132,6 +132,7 @@ type world struct {
 	lives      map[string]int       // K → lives begun (a FIRST claim after a purge begins another)
 	lv         livesWorld           // lives_test.go: purged keys, tombstones, refused notify URLs
 	copyMarks  map[string]int       // K → the try a copy's claim raised its lease's to (windows_test.go)
+	ownerMarks map[string]ownerMark // K → the record's mark (owner, try) as the store's answers showed it (windows_test.go)
 	backoffs   map[string]*backoff  // K → the back-off of its last retryable failure (windows_test.go)
 	retries    map[string]retryable // K → its retryable failure (clock_test.go)
 	stored     storedKeys           // keys seeded with stored state (feature stored)

@@ -57,6 +57,7 @@ func (s *storeW) Claim(ctx context.Context, req idempotency.ClaimRequest) (r dri
 			s.w().claimed(s.a, req.Key, r.Record.Fence, r.Decision == driver.DecisionFirst)
 		} else if err == nil {
 			s.w().noteCopy(s.a, req, r)
+			s.w().noteMark(s.a, req, r)
 		}
 		if err == nil {
 			s.w().claimAnswered(s.a, r.Record.LeaseOwner)
@@ -288,6 +289,14 @@ func (f *fastW) Claim(ctx context.Context, key, owner string, try int, ph string
 func (f *fastW) Publish(ctx context.Context, rec driver.Record, left time.Duration) error {
 	return call(f.a, fmt.Sprintf("redis.Publish %s %s@%d", rec.Key, rec.Status, rec.Fence), fastErr,
 		func() error { return f.f.Publish(ctx, rec, left) })
+}
+
+// TakeFinish is no decision point of the world (not a call): it adds no
+// order to enumerate and leaves every seed's schedule as it was. Its
+// failure, Redis naming the previous holder, costs statements only
+// (docs/design.md §7); redisfast's and idemtest's tests judge it.
+func (f *fastW) TakeFinish(ctx context.Context, key, owner string, try int, fence int64) error {
+	return f.f.TakeFinish(ctx, key, owner, try, fence)
 }
 
 func (f *fastW) Release(ctx context.Context, key, owner string) error {

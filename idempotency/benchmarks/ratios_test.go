@@ -319,3 +319,6 @@ func (w waitLayer) Publish(context.Context, driver.Record, time.Duration) error 
 
 func (waitLayer) Release(context.Context, string, string) error { return nil }
 func (waitLayer) Forget(context.Context, string) error          { return nil }
+func (waitLayer) TakeFinish(context.Context, string, string, int, int64) error {
+	return nil
+}

@@ -93,20 +93,26 @@ func TestMalformedTombstoneEmbedded(t *testing.T) {
 	s := open(t, t.TempDir())
 	idemtest.RunMalformedTombstone(t, s, func(t *testing.T, key string) {
 		// A tombstone that says RUNNING: no purge writes one.
-		err := s.DB().Update(func(tx *bolt.Tx) error {
-			b := tx.Bucket([]byte("idempotency_record"))
-			var r map[string]any
-			if err := json.Unmarshal(b.Get([]byte(key)), &r); err != nil {
-				return err
-			}
-			r["tombstone"], r["status"] = true, "RUNNING"
-			v, _ := json.Marshal(r)
-			return b.Put([]byte(key), v)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		editRecord(t, s, key, func(r map[string]any) { r["tombstone"], r["status"] = true, "RUNNING" })
 	})
+}
+
+// editRecord rewrites key's stored record as edit changes its JSON fields.
+func editRecord(t *testing.T, s *boltstore.Store, key string, edit func(map[string]any)) {
+	t.Helper()
+	err := s.DB().Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("idempotency_record"))
+		var r map[string]any
+		if err := json.Unmarshal(b.Get([]byte(key)), &r); err != nil {
+			return err
+		}
+		edit(r)
+		v, _ := json.Marshal(r)
+		return b.Put([]byte(key), v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A claim that writes nothing commits nothing (issue #24): the duplicates of
@@ -161,4 +167,13 @@ func TestForgetEmbedded(t *testing.T) {
 	s := open(t, t.TempDir())
 	t.Run("Store", func(t *testing.T) { idemtest.RunForget(t, idemtest.StoreOnly(s)) })
 	t.Run("Redis", func(t *testing.T) { idemtest.RunForget(t, redistest.Harness(t, s)) })
+}
+
+// A mark in lease_try alone, as a file an earlier version wrote holds it
+// (no mark_owner, mark_try), outlives a retryable failure.
+func TestAMarkInTheLeaseAloneOutlivesAFailure(t *testing.T) {
+	s := open(t, t.TempDir())
+	idemtest.RunMarkInTheLeaseAlone(t, s, func(t *testing.T, key string) {
+		editRecord(t, s, key, func(r map[string]any) { r["lease_try"] = 2 })
+	})
 }

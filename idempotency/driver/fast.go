@@ -20,6 +20,13 @@ type FastLayer interface {
 	// answer comes at a higher fence) stay; the idemtest suite checks all three
 	// (FastLatePublishOverRegistration).
 	Publish(ctx context.Context, rec Record, leaseLeft time.Duration) error
+	// TakeFinish mirrors a finish taken over (Store.ClaimFinish): a
+	// SUCCEEDED entry of a lower fence names owner, at try, as its holder at
+	// fence, so that its answers name the request whose finish it is now
+	// (idempotency.Outcome.Holder), and a late publish of the previous
+	// holder's fence stays out. Compare-and-set on the fence: no entry, any
+	// other state and a fence as high stay as they are.
+	TakeFinish(ctx context.Context, key, owner string, try int, fence int64) error
 	// Release drops owner's claim when the Store never confirmed it (a
 	// layer that registers no claim before the Store's has nothing to drop).
 	Release(ctx context.Context, key, owner string) error

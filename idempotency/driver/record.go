@@ -99,6 +99,13 @@ type Record struct {
 	LastErrorCode   string    `json:"last_error_code"`
 	LastError       string    `json:"last_error"`
 	TraceParent     string    `json:"traceparent,omitempty"` // the W3C trace context of the first delivery
+	// MarkOwner and MarkTry are the last copy's mark (ActMarkTry,
+	// CopyOfFinish: MarkOwner's tries below MarkTry met its live lease as
+	// copies), kept apart from the lease so that it outlives a lease of
+	// another owner in between: MarkOwner's next lease starts at MarkTry at
+	// least ([TakeoverTry]). One pair: a copy of another owner replaces it.
+	MarkOwner string `json:"mark_owner,omitempty"`
+	MarkTry   int    `json:"mark_try,omitempty"`
 	// Finish follows a SUCCEEDED record's completion; while it is PENDING,
 	// LeaseOwner, LeaseTry and LeaseUntil belong to its holder.
 	Finish FinishState `json:"finish,omitempty"`

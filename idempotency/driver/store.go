@@ -279,15 +279,33 @@ func CopyOfFinish(rec Record, req FinishRequest, now time.Time) bool {
 
 // TakeoverTry is the lease's try after owner, at try, takes rec's lease:
 // try, or — when owner held it already (its expired lease, a copy of its
-// try) — the greater of try and the lease's, so that a copy's mark
+// try) — the greater of try and the lease's, and — when owner's copy left
+// the record's mark, whoever held the lease since (a sweeper, a double
+// submit) — the greater of that and the mark, so that a copy's mark
 // (ActMarkTry, CopyOfFinish) survives: FC's retry of that copy is then not
 // taken for the new holder's later try, which takes a live lease over at
 // once (a second run or notify beside the new holder).
 func TakeoverTry(rec Record, owner string, try int) int {
-	if owner != "" && rec.LeaseOwner == owner {
-		return max(rec.LeaseTry, try)
+	if owner == "" {
+		return try
+	}
+	if rec.LeaseOwner == owner {
+		try = max(rec.LeaseTry, try)
+	}
+	if rec.MarkOwner == owner {
+		try = max(rec.MarkTry, try)
 	}
 	return try
+}
+
+// mark records that owner's try met its own live lease as a copy: the
+// lease's try and the record's mark become try + 1 (the mark only rises
+// for one owner; another owner's copy replaces it).
+func mark(rec *Record, owner string, try int) {
+	rec.LeaseTry = try + 1
+	if rec.MarkOwner != owner || rec.MarkTry < try+1 {
+		rec.MarkOwner, rec.MarkTry = owner, try+1
+	}
 }
 
 // ApplyFinish decides a finish claim on rec ([DecideFinish]) and performs it
@@ -308,7 +326,7 @@ func ApplyFinish(rec *Record, req FinishRequest, now time.Time) (res ClaimResult
 		res.LeaseLeft = rec.LeaseUntil.Sub(now)
 	}
 	if CopyOfFinish(*rec, req, now) { // the fence stays: the holder's writes still land
-		rec.LeaseTry = req.Try + 1
+		mark(rec, req.Owner, req.Try)
 		return res, true
 	}
 	return res, false
@@ -325,7 +343,7 @@ func Leased(rec Record) bool {
 func Apply(rec *Record, act Action, req ClaimRequest, now time.Time) {
 	switch act {
 	case ActMarkTry:
-		rec.LeaseTry = req.Try + 1
+		mark(rec, req.Owner, req.Try)
 		rec.UpdatedAt = now
 	case ActTakeover, ActSalvage:
 		rec.Status = StatusRunning

@@ -157,28 +157,76 @@ func TestDecideFinish(t *testing.T) {
 	}
 }
 
+// TakeoverTry keeps a copy's mark whether the lease holds it (the same
+// request's lease; code from before the mark was kept apart writes it
+// there alone) or the record's mark does (another owner's lease came
+// between), and neither for another request.
 func TestTakeoverTry(t *testing.T) {
 	for _, c := range []struct {
 		name      string
+		rec       Record
 		owner     string
-		leaseTry  int
 		try, want int
 	}{
-		{"the same request keeps a copy's mark", "r1", 1, 0, 1},
-		{"the same request's later try", "r1", 1, 2, 2},
-		{"the same request without a retry count keeps the mark", "r1", 1, -1, 1},
-		{"another request's try", "r2", 3, 0, 0},
-		{"an empty owner is nobody's", "", 3, 0, 0},
+		{"the same request keeps a copy's mark", Record{LeaseOwner: "r1", LeaseTry: 1}, "r1", 0, 1},
+		{"the same request's later try", Record{LeaseOwner: "r1", LeaseTry: 1}, "r1", 2, 2},
+		{"the same request without a retry count keeps the mark", Record{LeaseOwner: "r1", LeaseTry: 1}, "r1", -1, 1},
+		{"another request's try", Record{LeaseOwner: "r1", LeaseTry: 3}, "r2", 0, 0},
+		{"an empty owner is nobody's", Record{LeaseTry: 3}, "", 0, 0},
+		{"a mark outlives another owner's lease", Record{LeaseOwner: "sweep", LeaseTry: -1, MarkOwner: "r1", MarkTry: 3},
+			"r1", 1, 3},
+		{"a try past the mark", Record{LeaseOwner: "sweep", MarkOwner: "r1", MarkTry: 3}, "r1", 4, 4},
+		{"the greater of the lease's try and the mark", Record{LeaseOwner: "r1", LeaseTry: 5, MarkOwner: "r1", MarkTry: 2},
+			"r1", 0, 5},
+		{"another request's mark", Record{LeaseOwner: "sweep", MarkOwner: "r2", MarkTry: 3}, "r1", 1, 1},
+		{"an empty owner ignores every mark", Record{LeaseOwner: "sweep", MarkOwner: "r1", MarkTry: 3}, "", 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rec := Record{LeaseOwner: "r1", LeaseTry: c.leaseTry}
-			if c.owner == "" {
-				rec.LeaseOwner = ""
-			}
-			if got := TakeoverTry(rec, c.owner, c.try); got != c.want {
+			if got := TakeoverTry(c.rec, c.owner, c.try); got != c.want {
 				t.Fatalf("TakeoverTry = %d, want %d", got, c.want)
 			}
 		})
+	}
+}
+
+// A copy's mark is written to the lease's try and, apart, to the record's
+// mark, which another owner's takeover leaves and the marked request's
+// next takeover starts from (docs/design.md §6).
+func TestTheMarkIsKeptApart(t *testing.T) {
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	rec := Record{Status: StatusRunning, LeaseOwner: "r1", LeaseTry: 0, LeaseUntil: now.Add(time.Minute), Fence: 1, Attempt: 1}
+	claim := func(owner string, try int, at time.Time) (Decision, Action) {
+		req := ClaimRequest{Owner: owner, Try: try, Lease: time.Minute, MaxAttempts: 9}
+		d, act := Decide(rec, req, at)
+		Apply(&rec, act, req, at)
+		return d, act
+	}
+	for _, try := range []int{0, 1} { // a copy of r1's try, and FC's retry of it
+		if _, act := claim("r1", try, now); act != ActMarkTry {
+			t.Fatalf("the copy at try %d: %v, want ActMarkTry", try, act)
+		}
+	}
+	if rec.LeaseTry != 2 || rec.MarkOwner != "r1" || rec.MarkTry != 2 {
+		t.Fatalf("after the copies: lease try %d, mark %q/%d; want 2, r1/2", rec.LeaseTry, rec.MarkOwner, rec.MarkTry)
+	}
+	later := now.Add(2 * time.Minute)
+	if d, _ := claim("sweep", -1, later); d != DecisionTakeover || rec.MarkOwner != "r1" || rec.MarkTry != 2 {
+		t.Fatalf("the sweeper's takeover: %s, mark %q/%d; want TAKEOVER, r1/2 kept", d, rec.MarkOwner, rec.MarkTry)
+	}
+	later = later.Add(2 * time.Minute)
+	if d, _ := claim("r1", 1, later); d != DecisionTakeover || rec.LeaseTry != 2 {
+		t.Fatalf("r1's retry after the sweeper's lease: %s at lease try %d; want TAKEOVER at 2", d, rec.LeaseTry)
+	}
+	if _, act := claim("r1", 2, later); act != ActMarkTry {
+		t.Fatalf("FC's retry of the copy's retry: %v, want ActMarkTry (it is a copy of the live lease's try)", act)
+	}
+	if rec.MarkTry != 3 {
+		t.Fatalf("mark %d, want 3", rec.MarkTry)
+	}
+	rec.LeaseOwner, rec.LeaseTry, rec.LeaseUntil = "r2", 0, later.Add(time.Minute) // r2 took it over meanwhile
+	if _, act := claim("r2", 0, later); act != ActMarkTry || rec.MarkOwner != "r2" || rec.MarkTry != 1 {
+		t.Fatalf("another request's copy: %v, mark %q/%d; want ActMarkTry, r2/1 (one mark: it replaces r1's)", act,
+			rec.MarkOwner, rec.MarkTry)
 	}
 }
 
@@ -233,6 +281,10 @@ func TestApplyFinish(t *testing.T) {
 			if rec.LeaseOwner != c.owner || rec.LeaseTry != c.try || rec.Fence != c.fence {
 				t.Fatalf("record holds %s at try %d, fence %d; want %s at try %d, fence %d",
 					rec.LeaseOwner, rec.LeaseTry, rec.Fence, c.owner, c.try, c.fence)
+			}
+			if write && !res.Decision.Owned() && (rec.MarkOwner != c.req.Owner || rec.MarkTry != c.req.Try+1) {
+				t.Fatalf("a copy's mark: %q/%d, want %s/%d kept apart from the lease", rec.MarkOwner, rec.MarkTry,
+					c.req.Owner, c.req.Try+1)
 			}
 			if !write && !reflect.DeepEqual(rec, c.rec) {
 				t.Fatalf("nothing to write, but the record changed: %+v", rec)

@@ -3,6 +3,7 @@ package idemtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,5 +102,55 @@ func fastRetryAsksTheStore(t *testing.T, h Harness) {
 	want(t, "a's retry", res.Decision, idempotency.DecisionRepeatSame)
 	if err := l.Complete(ctx, "ref"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fastRegistrationOverALiveHolder bounds a window of the fast layer
+// (docs/design.md §7): the holder h's entry says its lease ended (its
+// renewal mirrors were skipped), so c registers over it (STALE), and the
+// store answers c with h's live lease at the entry's fence — which the
+// publish keeps out, as it keeps h's renewal mirrors out, for a RUNNING
+// of that fence may be older news than a registration. Until h's
+// completion (or failure) lands, every duplicate asks the store: each
+// answer is the store's, and correct (h's lease, in progress), only not
+// cheap. h's completion replaces the registration, and the fast layer
+// answers again.
+func fastRegistrationOverALiveHolder(t *testing.T, h Harness) {
+	e := h.NewEngine(t)
+	ctx := context.Background()
+	key := NewKey()
+	first, lh := claim(t, e, req(key, "h"))
+	if lh == nil {
+		t.Fatal("h's claim was not owned")
+	}
+	if err := h.Fast.Publish(ctx, first.Record, time.Millisecond); err != nil { // h's mirror, its renewals skipped
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the fast layer sees h's lease end; the store's runs
+	dup := func(who, owner string) driver.ClaimResult {
+		t.Helper()
+		res, l := claim(t, e, req(key, owner))
+		if l != nil || res.Decision != idempotency.DecisionRepeatOther || res.Record.LeaseOwner != "h" {
+			t.Fatalf("%s: %s (owner %q, owned %t), want in progress under h's lease", who, res.Decision,
+				res.Record.LeaseOwner, l != nil)
+		}
+		return res
+	}
+	dup("c, registering over the entry", "c")
+	if err := lh.Renew(ctx); err != nil { // h's renewal mirror: kept out too
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if res := dup(fmt.Sprintf("duplicate %d after c's registration", i), fmt.Sprintf("d%d", i)); res.Source == "redis" {
+			t.Fatalf("duplicate %d was answered by the fast layer over c's registration", i)
+		}
+	}
+	if err := lh.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := claim(t, e, req(key, "e"))
+	if res.Decision != idempotency.DecisionRepeatDone || res.Source != "redis" {
+		t.Fatalf("after h's completion: %s by %s, want REPEAT_DONE by the fast layer (the completion replaced c's registration)",
+			res.Decision, res.Source)
 	}
 }

@@ -332,6 +332,108 @@ func copyMarkOutlivesTakeover(t *testing.T, h Harness) {
 	}
 }
 
+// copyMarkOutlivesAnotherOwner: a copy's mark outlives a lease of another
+// owner (a sweeper's) between two leases of the copy's request. The holder
+// a/0 meets a copy of its try and FC's retry of that copy (marked to 2), and
+// dies; b takes the key (or the finish) over and lets it go; a's own retry
+// (try 1) takes it over. FC's next retry of the copy (try 2) must then wait
+// for that lease: a store whose mark was lost with b's lease (one column,
+// lease_try) counts it a/1's later try, a second run (or notify) beside it.
+func copyMarkOutlivesAnotherOwner(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithMaxAttempts(5))
+	for _, during := range []string{"run", "finish"} {
+		t.Run("copy during the "+during, func(t *testing.T) {
+			ctx := context.Background()
+			key := NewKey()
+			r := short(req(key, "a"))
+			r.Try, r.FinishAfter = 0, true
+			_, l := claim(t, e, r)
+			if during == "finish" {
+				if err := l.Complete(ctx, "ref"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			take := func(owner string, try int, lease time.Duration) (idempotency.Decision, bool) {
+				t.Helper()
+				if during == "run" {
+					c := req(key, owner)
+					c.Try, c.FinishAfter, c.Lease = try, true, lease
+					res, cl := claim(t, e, c)
+					return res.Decision, cl != nil
+				}
+				cctx, cancel := context.WithTimeout(ctx, lease)
+				defer cancel()
+				res, g, err := e.ClaimFinish(cctx, key, owner, try)
+				if err != nil {
+					t.Fatalf("claim finish by %s at try %d: %v", owner, try, err)
+				}
+				return res.Decision, g != nil
+			}
+			for _, try := range []int{0, 1} { // a copy of a/0, and FC's retry of it
+				if d, owned := take("a", try, time.Minute); owned {
+					t.Fatalf("the copy at try %d took the live holder's lease: %s", try, d)
+				}
+			}
+			time.Sleep(shortLease + 150*time.Millisecond)
+			if d, owned := take("b", -1, shortLease); !owned {
+				t.Fatalf("b after the holder's lease ran out: %s, want it owned", d)
+			}
+			time.Sleep(shortLease + 150*time.Millisecond)
+			if d, owned := take("a", 1, time.Minute); !owned {
+				t.Fatalf("the holder's retry after b's lease ran out: %s, want it owned", d)
+			}
+			if d, owned := take("a", 2, time.Minute); owned {
+				t.Fatalf("FC's retry of the copy's retry took the live lease of a's retry over (%s): the mark was lost to b's lease", d)
+			}
+			// a/2 was marked a copy too (to 3): FC's try 4 is past every copy's.
+			if d, owned := take("a", 4, time.Minute); !owned {
+				t.Fatalf("a try past every mark waited for the live lease (%s): it is the holder's later try", d)
+			}
+		})
+	}
+}
+
+// finishTakeoverNamed: once b took a finish over from the holder a that
+// completed the key, every duplicate's answer names b — the store's, and
+// the fast layer's and the cache's, which named a (the completion's
+// publish): a's request's deliveries then do not ask the store for a
+// finish that is not theirs, and b's do (idempotency.Outcome.Holder).
+func finishTakeoverNamed(t *testing.T, h Harness) {
+	e := h.NewEngine(t, idempotency.WithLocalCache(16, time.Minute)) // the taker's own cache forgets the key
+	ctx := context.Background()
+	key := NewKey()
+	r := short(req(key, "a"))
+	r.Try, r.FinishAfter = 0, true
+	_, l := claim(t, e, r)
+	if err := l.Complete(ctx, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	dup := func(e *idempotency.Engine, owner string) string {
+		t.Helper()
+		c := req(key, owner)
+		c.Try = 0
+		res, cl := claim(t, e, c)
+		if cl != nil || res.Decision != idempotency.DecisionRepeatDone {
+			t.Fatalf("a duplicate by %s: %s, want REPEAT_DONE", owner, res.Decision)
+		}
+		return res.Record.LeaseOwner
+	}
+	if got := dup(e, "c"); got != "a" {
+		t.Fatalf("before the takeover the answer names %q, want a", got)
+	}
+	time.Sleep(shortLease + 150*time.Millisecond)
+	if _, g, err := e.ClaimFinish(ctx, key, "b", 1); err != nil || g == nil {
+		t.Fatalf("b's finish claim past a's lease: granted %t, %v", g != nil, err)
+	}
+	for name, e := range map[string]*idempotency.Engine{"the same engine": e, "another engine": h.NewEngine(t)} {
+		for _, owner := range []string{"c", "a"} {
+			if got := dup(e, owner); got != "b" {
+				t.Fatalf("%s: %s's duplicate after b took the finish over names %q, want b", name, owner, got)
+			}
+		}
+	}
+}
+
 // copyMarkOutlivesFailure: a copy's mark (driver.ActMarkTry) outlives the
 // holder's retryable failure. Two copies of try 0 met the live lease (the
 // second at FC's try 1 of the copy: marked to 2); the holder fails, and its
@@ -371,5 +473,31 @@ func copyMarkOutlivesFailure(t *testing.T, h Harness) {
 	}
 	if err := retry.Complete(ctx, "ref"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// RunMarkInTheLeaseAlone checks that a copy's mark an earlier version of
+// the store left in lease_try alone (markLeaseAlone writes lease_try 2 on
+// key's record, as copies of tries 0 and 1 marked it, and nothing else)
+// outlives a retryable failure: Fail keeps lease_owner and lease_try, and
+// the failed request's next lease starts at the mark (driver.TakeoverTry).
+func RunMarkInTheLeaseAlone(t *testing.T, s driver.Store, markLeaseAlone func(t *testing.T, key string)) {
+	ctx := context.Background()
+	key := NewKey()
+	req := driver.ClaimRequest{Key: key, PayloadHash: "ph", Owner: "a", Try: 0, Lease: time.Minute, MaxAttempts: 5}
+	res, err := s.Claim(ctx, req)
+	if err != nil || res.Decision != driver.DecisionFirst {
+		t.Fatalf("first claim: %v %v", res.Decision, err)
+	}
+	markLeaseAlone(t, key) // copies of tries 0 and 1, marked by the old code
+	if err := s.Fail(ctx, key, res.Record.Fence, driver.Failure{Code: "rate_limited", Message: "429"}); err != nil {
+		t.Fatal(err)
+	}
+	req.Try = 1
+	if r, err := s.Claim(ctx, req); err != nil || !r.Decision.Owned() {
+		t.Fatalf("the failed request's retry: %v %v", r.Decision, err)
+	}
+	if rec, err := s.Get(ctx, key); err != nil || rec.LeaseTry != 2 {
+		t.Fatalf("the retry's lease starts at try %d (%v), want 2: the mark was lost to the failure", rec.LeaseTry, err)
 	}
 }

@@ -72,6 +72,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FinishTakeoversAreLabelledAsDecideFinish", func(t *testing.T) { finishLabels(t, h) })
 	t.Run("ACopysMarkOutlivesATakeover", func(t *testing.T) { copyMarkOutlivesTakeover(t, h) })
 	t.Run("ACopysMarkOutlivesARetryableFailure", func(t *testing.T) { copyMarkOutlivesFailure(t, h) })
+	t.Run("ACopysMarkOutlivesAnotherOwnersLease", func(t *testing.T) { copyMarkOutlivesAnotherOwner(t, h) })
+	t.Run("AFinishTakeoverIsNamedByEveryAnswer", func(t *testing.T) { finishTakeoverNamed(t, h) })
 	t.Run("RenewOfAnEndedLeaseIsLost", func(t *testing.T) { renewEnded(t, h) })
 	t.Run("EmptyOwnerNeverTakesALiveLease", func(t *testing.T) { emptyOwner(t, h) })
 	t.Run("TryNotLaterNeverTakesItsOwnLiveLease", func(t *testing.T) { ownLeaseRetryLater(t, h) })
@@ -112,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("FastUnconfirmedClaimNeverAnswersTheClaimantsRetry", func(t *testing.T) { fastUnconfirmedRetry(t, h) })
 		t.Run("FastLatePublishOverRegistration", func(t *testing.T) { fastLatePublishOverRegistration(t, h) })
 		t.Run("FastRetryNeverTakesInProgressFromTheFastLayer", func(t *testing.T) { fastRetryAsksTheStore(t, h) })
+		t.Run("FastRegistrationOverALiveHolderIsBounded", func(t *testing.T) { fastRegistrationOverALiveHolder(t, h) })
 	}
 }
 

@@ -117,7 +117,8 @@ func (s *Store) Ping(ctx context.Context) error { return mapErr(s.db.PingContext
 
 const columns = `request_id, tenant_id, task_type, operation, input_version, origin_request_id, event_source,
  event_id, parent_key, op, status, attempt, fence, lease_owner, lease_try, lease_until, result_ref, input_ref, payload_hash,
- last_error_code, last_error, finish, steps, sweep_after, traceparent, created_at, updated_at, retry_after`
+ last_error_code, last_error, finish, steps, sweep_after, traceparent, created_at, updated_at, retry_after,
+ mark_owner, mark_try`
 
 func scan(row interface{ Scan(...any) error }, extra ...any) (driver.Record, error) {
 	var r driver.Record
@@ -127,7 +128,7 @@ func scan(row interface{ Scan(...any) error }, extra ...any) (driver.Record, err
 	dest := []any{&r.Key, &r.TenantID, &r.TaskType, &r.Operation, &r.InputVersion, &r.OriginRequestID,
 		&r.EventSource, &r.EventID, &r.ParentKey, &r.Op, &st, &r.Attempt, &r.Fence, &r.LeaseOwner, &r.LeaseTry, &lease,
 		&r.ResultRef, &r.InputRef, &r.PayloadHash, &r.LastErrorCode, &r.LastError, &finish, &steps, &sweep,
-		&r.TraceParent, &r.CreatedAt, &r.UpdatedAt, &retry}
+		&r.TraceParent, &r.CreatedAt, &r.UpdatedAt, &retry, &r.MarkOwner, &r.MarkTry}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, driver.ErrNotFound
@@ -281,8 +282,10 @@ func takeover(ctx context.Context, tx *txn, req driver.ClaimRequest) (driver.Cla
 			lease = rec.LeaseUntil
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE idempotency_record SET status = ?, fence = ?, attempt = ?,
- lease_owner = ?, lease_try = ?, lease_until = ?, sweep_after = NULL, retry_after = NULL, updated_at = NOW(3) WHERE request_id = ?`,
-			string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, rec.LeaseTry, lease, rec.Key)
+ lease_owner = ?, lease_try = ?, lease_until = ?, sweep_after = NULL, retry_after = NULL, mark_owner = ?, mark_try = ?,
+ updated_at = NOW(3) WHERE request_id = ?`,
+			string(rec.Status), rec.Fence, rec.Attempt, rec.LeaseOwner, rec.LeaseTry, lease, rec.MarkOwner, rec.MarkTry,
+			rec.Key)
 		if err != nil {
 			return driver.ClaimResult{}, mapErr(err)
 		}
@@ -423,17 +426,19 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 	// over plus one bit: whether the previous holder was the caller
 	// (driver.DecideFinish's REPEAT_SAME, which a match implies: its later
 	// try, or its own lease ended; anyone else matched past the lease:
-	// TAKEOVER). The fence and lease_try (driver.TakeoverTry) read the
+	// TAKEOVER). The fence and lease_try (driver.TakeoverTry: the previous
+	// holder's try when it was the caller, the caller's mark) read the
 	// previous owner: they come before lease_owner, for SET assigns left to
 	// right on MySQL and by default on MariaDB (and at once under
 	// SIMULTANEOUS_ASSIGNMENT).
 	r, err := s.exec(ctx, `UPDATE idempotency_record SET
  fence = LAST_INSERT_ID((fence + 1) * 2 + IF(? <> '' AND lease_owner = ?, 1, 0)) DIV 2,
- lease_try = IF(? <> '' AND lease_owner = ?, GREATEST(lease_try, ?), ?), lease_owner = ?,
- lease_until = NOW(3) + INTERVAL ? MICROSECOND
+ lease_try = IF(? = '', ?, GREATEST(?, IF(lease_owner = ?, lease_try, ?), IF(mark_owner = ?, mark_try, ?))),
+ lease_owner = ?, lease_until = NOW(3) + INTERVAL ? MICROSECOND
  WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING'
  AND (lease_until <= NOW(3) OR (? <> '' AND lease_owner = ? AND ? >= 0 AND ? > lease_try))`,
-		req.Owner, req.Owner, req.Owner, req.Owner, req.Try, req.Try, req.Owner, req.Lease.Microseconds(), req.Key,
+		req.Owner, req.Owner, req.Owner, req.Try, req.Try, req.Owner, req.Try, req.Owner, req.Try,
+		req.Owner, req.Lease.Microseconds(), req.Key,
 		req.Owner, req.Owner, req.Try, req.Try)
 	if err != nil {
 		return driver.ClaimResult{}, mapErr(err)
@@ -482,11 +487,14 @@ func (s *Store) ClaimFinish(ctx context.Context, req driver.FinishRequest) (driv
 }
 
 // markFinishTry marks a copy's try past on the live finish it met
-// (driver.CopyOfFinish); the fence stays, so the holder's writes still land.
+// (driver.CopyOfFinish, the record's mark as driver's mark sets it); the
+// fence stays, so the holder's writes still land. mark_try reads the
+// previous mark_owner: it comes first (see ClaimFinish).
 func (s *Store) markFinishTry(ctx context.Context, req driver.FinishRequest, fence int64) error {
-	_, err := s.exec(ctx, `UPDATE idempotency_record SET lease_try = GREATEST(lease_try, ?)
+	_, err := s.exec(ctx, `UPDATE idempotency_record SET lease_try = GREATEST(lease_try, ?),
+ mark_try = IF(mark_owner = ?, GREATEST(mark_try, ?), ?), mark_owner = ?
  WHERE request_id = ? AND status = 'SUCCEEDED' AND finish = 'PENDING' AND fence = ? AND lease_owner = ?`,
-		req.Try+1, req.Key, fence, req.Owner)
+		req.Try+1, req.Owner, req.Try+1, req.Try+1, req.Owner, req.Key, fence, req.Owner)
 	if err != nil {
 		return fmt.Errorf("mark a copy's try: %w", mapErr(err))
 	}

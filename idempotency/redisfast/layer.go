@@ -111,6 +111,16 @@ redis.call('PEXPIRE', KEYS[1], ARGV[10])
 return 'SET'
 `)
 
+// takeFinishScript mirrors a finish taken over (driver.FastLayer.TakeFinish):
+// only a SUCCEEDED entry of a lower fence changes, and only its holder and
+// fence; its time to live stays.
+var takeFinishScript = newScript(`
+local h = redis.call('HMGET', KEYS[1], 'st', 'fe')
+if h[1] ~= 'SUCCEEDED' or tonumber(h[2] or '0') >= tonumber(ARGV[3]) then return 'KEPT' end
+redis.call('HSET', KEYS[1], 'ow', ARGV[1], 'tr', ARGV[2], 'fe', ARGV[3])
+return 'SET'
+`)
+
 // Layer implements driver.FastLayer.
 type Layer struct {
 	rdb redis.UniversalClient
@@ -328,6 +338,15 @@ func connectedReplicas(info string) int {
 		}
 	}
 	return 0
+}
+
+// TakeFinish names owner the holder of a finished entry's finish at fence
+// (takeFinishScript).
+func (l *Layer) TakeFinish(ctx context.Context, key, owner string, try int, fence int64) error {
+	if err := l.run(ctx, takeFinishScript, []string{l.Key(key)}, owner, try, fence).Err(); err != nil {
+		return fmt.Errorf("redis take finish: %w", err)
+	}
+	return nil
 }
 
 // Release does nothing: this layer leaves no claim for the store to confirm
