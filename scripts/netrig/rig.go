@@ -93,7 +93,7 @@ func parse(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.JSON, "json", "", "write every configuration's figures to FILE as JSON")
 	fs.StringVar(&o.MD, "md", "", "write the goals table to FILE as Markdown")
 	fs.BoolVar(&o.Verbose, "v", false, "stream the load test's output")
-	fs.IntVar(&o.GenProcs, "gen-procs", o.GenProcs, "GOMAXPROCS of the load generator, which runs the raw pipeline and the fakes itself: pinned to one CPU Go gives it 1, while a function phase has a thread per instance besides, so on a machine busy with other work the raw pipeline would get the smaller share of the CPU; 0: Go's default")
+	fs.IntVar(&o.GenProcs, "gen-procs", o.GenProcs, "GOMAXPROCS of the load generator, which runs the fakes (and the in-generator raw pipeline, reported but not judged) itself: pinned to one CPU Go gives it 1, and on a machine busy with other work the fakes would then answer the instances late; 0: Go's default")
 	fs.StringVar(&o.Logs, "logs", "", "keep each configuration's load-test output in DIR (loadtest-c32-150µs.log …)")
 	fs.DurationVar(&o.MaxPerRun, "max-duration", o.MaxPerRun, "cap on each configuration's load test")
 	if err := fs.Parse(args); err != nil {
@@ -145,6 +145,7 @@ type rig struct {
 	self    string
 	fnBin   string
 	ltBin   string
+	rawBin  string
 }
 
 func (r *rig) say(format string, args ...any) { fmt.Fprintf(r.out, format+"\n", args...) }
@@ -222,6 +223,10 @@ func (r *rig) run(ctx context.Context) ([]*Config, error) {
 		return nil, err
 	}
 	if r.ltBin, err = proc.BuildPackage(ctx, "./scripts/loadtest", filepath.Join(r.work, "loadtest"), false); err != nil {
+		return nil, err
+	}
+	// The raw function is built as the function is (scripts/build.sh's flags).
+	if r.rawBin, err = proc.BuildPackage(ctx, "./scripts/loadtest/rawfn", filepath.Join(r.work, "rawfn"), true); err != nil {
 		return nil, err
 	}
 	if r.net, err = netrig.Create(ctx, os.Getpid()); err != nil {
@@ -329,7 +334,7 @@ func (r *rig) measure(ctx context.Context, cfg *Config) error {
 	name := fmt.Sprintf("c%d-%s", cfg.C, cfg.Delay)
 	jsonPath, logPath := filepath.Join(r.work, name+".json"), filepath.Join(r.work, name+".log")
 	args := append(r.net.Exec(netrig.RoleGen, r.pin[netrig.RoleGen]), r.ltBin,
-		"-spawn", strconv.Itoa(o.Spawn), "-bin", r.fnBin,
+		"-spawn", strconv.Itoa(o.Spawn), "-bin", r.fnBin, "-raw-bin", r.rawBin,
 		"-n", strconv.Itoa(o.N), "-c", strconv.Itoa(cfg.C), "-dup-n", strconv.Itoa(o.DupN),
 		"-first-n", strconv.Itoa(o.FirstN), "-base-n", strconv.Itoa(o.BaseN), "-repeat", strconv.Itoa(o.Runs),
 		"-slices", strconv.Itoa(o.Slices), "-max-duration", o.MaxPerRun.String(),
