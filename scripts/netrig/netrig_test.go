@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -232,6 +234,48 @@ func (w *cancelOn) Write(p []byte) (int, error) {
 		w.cancel()
 	}
 	return w.b.Write(p)
+}
+
+// TestRigStopsStuckServers: servers that do not act on SIGTERM (Redis,
+// MariaDB and the delay proxies stopped with SIGSTOP when the rig is
+// interrupted, as a MariaDB hung in its shutdown) are killed after the
+// grace: the cleanup ends, within the bound, and leaves nothing.
+func TestRigStopsStuckServers(t *testing.T) {
+	needRig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopServers := func() {
+		for _, role := range []string{netrig.RoleRedis, netrig.RoleMySQL} {
+			out, _ := exec.Command("ip", "netns", "pids", fmt.Sprintf("%s%d-%s", netrig.Prefix, os.Getpid(), role)).Output()
+			for _, f := range strings.Fields(string(out)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGSTOP)
+				}
+			}
+		}
+		cancel()
+	}
+	out := &cancelOn{mark: "MySQL-only targets", cancel: stopServers}
+	var errb bytes.Buffer
+	began := time.Now()
+	code := run(ctx, []string{"-v", "-delay", "150us", "-c", "4", "-runs", "1", "-spawn", "1", "-n", "40",
+		"-dup-n", "20000", "-first-n", "20000", "-base-n", "30", "-slices", "2"}, out, &errb)
+	took := time.Since(began)
+	t.Log("\n" + out.b.String() + errb.String())
+	if code != 2 {
+		t.Fatalf("exit %d, want 2 (interrupted)", code)
+	}
+	if !strings.Contains(out.b.String(), "cleanup: checked, nothing left") {
+		t.Error("no cleanup check after the interrupt")
+	}
+	if left := netrig.Leftovers(os.Getpid()); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	// The load test's own stop (10 s), each server's grace and the
+	// namespaces' removal, with room for the build and a loaded machine.
+	if took > 4*time.Minute {
+		t.Errorf("the rig took %s to stop", took)
+	}
 }
 
 // TestRigInterrupted: an interrupt (SIGINT, SIGTERM: the context) while the

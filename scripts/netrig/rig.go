@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -239,7 +240,7 @@ func (r *rig) run(ctx context.Context) ([]*Config, error) {
 		return nil, err
 	}
 	r.started = append(r.started, r.redis.Pid())
-	if r.mysql, err = r.net.StartMariaDB(ctx, filepath.Join(r.work, "mariadb"), r.pin[netrig.RoleMySQL]); err != nil {
+	if r.mysql, err = r.net.StartMariaDB(ctx, filepath.Join(r.work, "mariadb"), r.pin[netrig.RoleMySQL], maxConnections(o)); err != nil {
 		return nil, err
 	}
 	r.started = append(r.started, r.mysql.Pid())
@@ -389,6 +390,24 @@ func (r *rig) measure(ctx context.Context, cfg *Config) error {
 	return cfg.read(js)
 }
 
+// mysqlPool is the connection pool of every client of the private MariaDB
+// the load test starts (the function's instances, the raw function's, the
+// generator's baselines): mysqlstore.Open's default MaxOpenConns
+// (idempotency/mysqlstore/store.go).
+const mysqlPool = 16
+
+// maxConnections is the private MariaDB's max_connections: every pool at
+// its limit (the instances with Redis, without, and the raw function's:
+// 3 × -spawn, and the generator's, plus its statement probe and the rig's
+// own client), twice — a client whose read timed out opens a new
+// connection while the server still holds the old one's thread — and the
+// largest concurrency besides. MariaDB's default, 151, was too few at
+// c = 400 with 500 µs ("Too many connections"), which failed the run.
+func maxConnections(o Options) int {
+	pools := (3*o.Spawn+1)*mysqlPool + 2
+	return 2*pools + slices.Max(o.C)
+}
+
 // wrongAnswer: the load test found a non-200 answer or an effective
 // duplicate (its exit status 1).
 type wrongAnswer struct{ msg string }
@@ -398,9 +417,11 @@ func (e *wrongAnswer) Error() string { return e.msg }
 // teardown stops every server, removes the namespaces and the work
 // directory, and returns what is still there (nothing, normally).
 func (r *rig) teardown() []string {
+	// Each stop is bounded (SIGKILL after waitGrace): a server hung in its
+	// shutdown, or stopped, cannot hang the cleanup.
 	r.stopProxies()
 	r.redis.Stop(waitGrace)
-	r.mysql.Stop()
+	r.mysql.StopWithin(waitGrace)
 	var left []string
 	if r.net != nil {
 		if err := r.net.Close(); err != nil {

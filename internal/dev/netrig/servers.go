@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/idemgate/idemgate/internal/dev/proc"
@@ -58,18 +57,14 @@ func start(name string, wrap, argv []string, logPath string, out io.Writer) (*Pr
 	return p, nil
 }
 
-// Stop ends the process: SIGTERM, SIGKILL after grace. Nil-safe.
-func (p *Process) Stop(grace time.Duration) {
+// Stop ends the process: SIGTERM, SIGKILL after grace (proc.Terminate:
+// bounded, whatever state the process is in); it reports whether the
+// process exited. Nil-safe.
+func (p *Process) Stop(grace time.Duration) bool {
 	if p == nil {
-		return
+		return true
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	return proc.Terminate(p.cmd.Process, p.exited, grace)
 }
 
 // Alive says whether the process has not exited.
@@ -116,10 +111,11 @@ func (n *Net) StartRedis(ctx context.Context, dir, cpus string) (*Process, error
 
 // StartMariaDB runs a private MariaDB (proc.StartMariaDBWith: its own data
 // directory and tmpdir under dir) in the MariaDB namespace on its address,
-// pinned to cpus, and lets root in from the rig's range (the data directory
-// has root@localhost only): ready when mariadb answers on its Unix socket,
-// which is a path and so reachable from here.
-func (n *Net) StartMariaDB(ctx context.Context, dir, cpus string) (*proc.MariaDB, error) {
+// pinned to cpus, accepting maxConns connections, and lets root in from the
+// rig's range (the data directory has root@localhost only): ready when
+// mariadb answers on its Unix socket, which is a path and so reachable from
+// here.
+func (n *Net) StartMariaDB(ctx context.Context, dir, cpus string, maxConns int) (*proc.MariaDB, error) {
 	client, err := exec.LookPath("mariadb")
 	if err != nil {
 		return nil, fmt.Errorf("mariadb (the client) not found on PATH: the rig grants root on its range with it: %w", err)
@@ -136,7 +132,7 @@ func (n *Net) StartMariaDB(ctx context.Context, dir, cpus string) (*proc.MariaDB
 		return nil
 	}
 	m, err := proc.StartMariaDBWith(ctx, dir, proc.MariaDBOptions{Wrap: n.Exec(RoleMySQL, cpus), Host: n.Addr[RoleMySQL],
-		Port: MySQLPort, Args: []string{"--skip-name-resolve"},
+		Port: MySQLPort, Args: []string{"--skip-name-resolve", "--max-connections=" + strconv.Itoa(maxConns)},
 		Ready: func(ctx context.Context, m *proc.MariaDB) error { return sql(ctx, m, "SELECT 1") }})
 	if err != nil {
 		return nil, err

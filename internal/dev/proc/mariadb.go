@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -186,15 +185,14 @@ func (m *MariaDB) await(ctx context.Context, ready func(context.Context, *MariaD
 }
 
 // Stop shuts the server down (SIGTERM; SIGKILL after 20 s). Nil-safe.
-func (m *MariaDB) Stop() {
+func (m *MariaDB) Stop() { m.StopWithin(20 * time.Second) }
+
+// StopWithin shuts the server down: SIGTERM, SIGKILL after grace
+// (Terminate: bounded, whatever state the server is in); it reports whether
+// the server exited. Nil-safe.
+func (m *MariaDB) StopWithin(grace time.Duration) bool {
 	if m == nil {
-		return
+		return true
 	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.exited:
-	case <-time.After(20 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.exited
-	}
+	return Terminate(m.cmd.Process, m.exited, grace)
 }

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // FreePort returns a loopback TCP port that was free a moment ago.
@@ -59,4 +61,29 @@ func CLI(ctx context.Context, bin string, env []string, args ...string) (string,
 			Tail(stderr.String(), 2000))
 	}
 	return stdout.String(), nil
+}
+
+// killWait bounds the wait for a process after SIGKILL: one stuck in the
+// kernel (uninterruptible I/O) is reported, not waited for.
+const killWait = 5 * time.Second
+
+// Terminate ends a server: SIGTERM, then SIGKILL when it has not exited
+// within grace (a server that ignores SIGTERM, or is stopped, or hangs in
+// its shutdown), then waits killWait at most. exited is closed once the
+// process was reaped; Terminate reports whether it was. No wait of it is
+// unbounded, so a cleanup that calls it always ends.
+func Terminate(p *os.Process, exited <-chan struct{}, grace time.Duration) bool {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return true
+	case <-time.After(grace):
+	}
+	_ = p.Kill()
+	select {
+	case <-exited:
+		return true
+	case <-time.After(killWait):
+		return false
+	}
 }
