@@ -236,6 +236,22 @@ func (w *cancelOn) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
+// checkInterrupted: an interrupted rig exits 2 after its cleanup check,
+// and leaves no namespace or process.
+func checkInterrupted(t *testing.T, code int, out string) {
+	t.Helper()
+	t.Log("\n" + out)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2 (interrupted)", code)
+	}
+	if !strings.Contains(out, "cleanup: checked, nothing left") {
+		t.Error("no cleanup check after the interrupt")
+	}
+	if left := netrig.Leftovers(os.Getpid()); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
 // TestRigStopsStuckServers: servers that do not act on SIGTERM (Redis,
 // MariaDB and the delay proxies stopped with SIGSTOP when the rig is
 // interrupted, as a MariaDB hung in its shutdown) are killed after the
@@ -261,16 +277,7 @@ func TestRigStopsStuckServers(t *testing.T) {
 	code := run(ctx, []string{"-v", "-delay", "150us", "-c", "4", "-runs", "1", "-spawn", "1", "-n", "40",
 		"-dup-n", "20000", "-first-n", "20000", "-base-n", "30", "-slices", "2"}, out, &errb)
 	took := time.Since(began)
-	t.Log("\n" + out.b.String() + errb.String())
-	if code != 2 {
-		t.Fatalf("exit %d, want 2 (interrupted)", code)
-	}
-	if !strings.Contains(out.b.String(), "cleanup: checked, nothing left") {
-		t.Error("no cleanup check after the interrupt")
-	}
-	if left := netrig.Leftovers(os.Getpid()); len(left) > 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	checkInterrupted(t, code, out.b.String()+errb.String())
 	// The load test's own stop (10 s), each server's grace and the
 	// namespaces' removal, with room for the build and a loaded machine.
 	if took > 4*time.Minute {
@@ -301,16 +308,7 @@ func TestRigInterrupted(t *testing.T) {
 	var errb bytes.Buffer
 	code := run(ctx, []string{"-v", "-delay", "150us", "-c", "4", "-runs", "1", "-spawn", "1", "-n", "40",
 		"-dup-n", "20000", "-first-n", "20000", "-base-n", "30", "-slices", "2"}, out, &errb)
-	t.Log("\n" + out.b.String() + errb.String())
-	if code != 2 {
-		t.Fatalf("exit %d, want 2 (interrupted)", code)
-	}
-	if !strings.Contains(out.b.String(), "cleanup: checked, nothing left") {
-		t.Error("no cleanup check after the interrupt")
-	}
-	if left := netrig.Leftovers(os.Getpid()); len(left) > 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	checkInterrupted(t, code, out.b.String()+errb.String())
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-*", workPrefix, os.Getpid())))
 	if len(dirs) > 0 {
 		t.Errorf("work directories left: %v", dirs)

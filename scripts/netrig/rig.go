@@ -138,7 +138,7 @@ type rig struct {
 	work    string
 	net     *netrig.Net
 	pin     netrig.Pin
-	redis   *netrig.Process
+	redis   *proc.Redis
 	mysql   *proc.MariaDB
 	proxies []*netrig.Process
 	started []int    // every server process's id, for the final check

@@ -77,36 +77,29 @@ func (p *Process) Alive() bool {
 	}
 }
 
-// StartRedis runs a private redis-server (no persistence) in the Redis
-// namespace on its address, pinned to cpus, and waits until it answers
-// PING from inside the namespace.
-func (n *Net) StartRedis(ctx context.Context, dir, cpus string) (*Process, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("redis-server not found on PATH: %w", err)
-	}
+// StartRedis runs a private redis-server (proc.StartRedisWith: no
+// persistence, its log under dir) in the Redis namespace on its address,
+// pinned to cpus, and waits until it answers PING from inside the
+// namespace.
+func (n *Net) StartRedis(ctx context.Context, dir, cpus string) (*proc.Redis, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	addr := n.Addr[RoleRedis]
-	p, err := start("redis", n.Exec(RoleRedis, cpus), []string{bin, "--bind", addr, "--port", strconv.Itoa(RedisPort),
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", dir, "--daemonize", "no"},
-		filepath.Join(dir, "redis.log"), nil)
-	if err != nil {
-		return nil, err
-	}
 	probe := append(n.Exec(RoleRedis, ""), "redis-cli", "-h", addr, "-p", strconv.Itoa(RedisPort), "ping")
-	if err := await(ctx, p, func(ctx context.Context) error {
-		out, err := exec.CommandContext(ctx, probe[0], probe[1:]...).Output()
-		if err == nil && strings.TrimSpace(string(out)) != "PONG" {
-			err = fmt.Errorf("PING answered %q", out)
-		}
-		return err
-	}); err != nil {
-		p.Stop(2 * time.Second)
+	r, err := proc.StartRedisWith(ctx, dir, proc.RedisOptions{Placement: proc.Placement{Wrap: n.Exec(RoleRedis, cpus),
+		Host: addr, Port: RedisPort, Args: []string{"--protected-mode", "no"}},
+		Ready: func(ctx context.Context, _ *proc.Redis) error {
+			out, err := exec.CommandContext(ctx, probe[0], probe[1:]...).Output()
+			if err == nil && strings.TrimSpace(string(out)) != "PONG" {
+				err = fmt.Errorf("PING answered %q", out)
+			}
+			return err
+		}})
+	if err != nil {
 		return nil, fmt.Errorf("redis in %s: %w", n.NS[RoleRedis], err)
 	}
-	return p, nil
+	return r, nil
 }
 
 // StartMariaDB runs a private MariaDB (proc.StartMariaDBWith: its own data
@@ -131,8 +124,8 @@ func (n *Net) StartMariaDB(ctx context.Context, dir, cpus string, maxConns int) 
 		}
 		return nil
 	}
-	m, err := proc.StartMariaDBWith(ctx, dir, proc.MariaDBOptions{Wrap: n.Exec(RoleMySQL, cpus), Host: n.Addr[RoleMySQL],
-		Port: MySQLPort, Args: []string{"--skip-name-resolve", "--max-connections=" + strconv.Itoa(maxConns)},
+	m, err := proc.StartMariaDBWith(ctx, dir, proc.MariaDBOptions{Placement: proc.Placement{Wrap: n.Exec(RoleMySQL, cpus),
+		Host: n.Addr[RoleMySQL], Port: MySQLPort, Args: []string{"--skip-name-resolve", "--max-connections=" + strconv.Itoa(maxConns)}},
 		Ready: func(ctx context.Context, m *proc.MariaDB) error { return sql(ctx, m, "SELECT 1") }})
 	if err != nil {
 		return nil, err
@@ -184,26 +177,5 @@ func (n *Net) StartProxy(ctx context.Context, self, role string, listenPort, ups
 	case <-ctx.Done():
 		p.Stop(2 * time.Second)
 		return nil, ctx.Err()
-	}
-}
-
-// await asks ready until it succeeds, the process exits or 20 s pass.
-func await(ctx context.Context, p *Process, ready func(context.Context) error) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := ready(c)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if !p.Alive() {
-			b, _ := os.ReadFile(p.LogPath)
-			return fmt.Errorf("exited at start: %s", proc.Tail(string(b), 1500))
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("no answer within 20 s: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -86,4 +87,39 @@ func Terminate(p *os.Process, exited <-chan struct{}, grace time.Duration) bool 
 	case <-time.After(killWait):
 		return false
 	}
+}
+
+// Placement puts a private server (StartMariaDBWith, StartRedisWith)
+// elsewhere than a free loopback port of the caller's network namespace.
+type Placement struct {
+	// Wrap runs the server through a command that execs it (ip netns exec
+	// NS taskset -c 1), so that its Pid is still the server's.
+	Wrap []string
+	// Host and Port are where it listens (default 127.0.0.1 and a free
+	// loopback port).
+	Host string
+	Port int
+	// Args are more server options, after the starter's own.
+	Args []string
+}
+
+// address is where the server listens: Host and Port, or their defaults.
+func (p Placement) address() (string, int, error) {
+	host, port := p.Host, p.Port
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == 0 {
+		var err error
+		if port, err = FreePort(); err != nil {
+			return "", 0, err
+		}
+	}
+	return host, port, nil
+}
+
+// command is bin with args and then Args, through Wrap.
+func (p Placement) command(bin string, args ...string) *exec.Cmd {
+	argv := append(append(append(slices.Clone(p.Wrap), bin), args...), p.Args...)
+	return exec.Command(argv[0], argv[1:]...)
 }
