@@ -22,7 +22,11 @@
 //     and without, with and without notify, interleaved with the raw pipeline:
 //     the external work a task cannot avoid (an INSERT into a unique key, one
 //     model call, three create-once V4-signed PUTs, the UPDATE to SUCCEEDED,
-//     one notify POST) done without idempotency logic;
+//     one notify POST) done without idempotency logic, both inside the load
+//     generator (raw-pipeline) and as the raw function (raw-function:
+//     scripts/loadtest/rawfn, as many processes as instances with Redis,
+//     spawned, invoked and measured as they are; every task checked to have
+//     done the whole floor);
 //   - MySQL statements per executed task, from SHOW GLOBAL STATUS deltas
 //     around each slice of each phase (sqlstat.go says how other clients of
 //     the server are kept out of the figures);
