@@ -20,6 +20,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/idempotency/redisfast"
 	"github.com/idemgate/idemgate/internal/dev/bare"
+	"github.com/idemgate/idemgate/internal/dev/rawpipe"
 )
 
 // setIfAbsent is the raw fast-path floor: one EVALSHA of the smallest claim.
@@ -38,7 +39,7 @@ type Baselines struct {
 	prefix string // of every Redis key (OpenBaselines)
 }
 
-const scratchTable = "loadtest_scratch"
+const scratchTable = rawpipe.ScratchTable
 
 // OpenBaselines connects, migrates (idempotent), creates the scratch table
 // and starts the in-process bare handler on loopback. Every Redis key is
@@ -121,10 +122,10 @@ func (b *Baselines) RawInsertUpdate() func(context.Context, int) error {
 	db := b.store.DB()
 	return func(ctx context.Context, _ int) error {
 		k := randKey()
-		if err := rawInsert(ctx, db, k); err != nil {
+		if err := rawpipe.Insert(ctx, db, k); err != nil {
 			return err
 		}
-		return rawComplete(ctx, db, k)
+		return rawpipe.Complete(ctx, db, k)
 	}
 }
 

@@ -90,16 +90,21 @@ func (f *fakes) close() {
 	f.oss.Close()
 }
 
-// outputsByKey counts the attempt outputs (tasks/<K>/attempt-NNN/output.json)
-// the fake OSS holds, by business key.
-func (f *fakes) outputsByKey() map[string]int {
-	out := map[string]int{}
+// objectsByKey counts the attempt outputs (tasks/<K>/attempt-NNN/output.json)
+// and all the objects (tasks/<K>/…) the fake OSS holds, by business key.
+func (f *fakes) objectsByKey() (outputs, all map[string]int) {
+	outputs, all = map[string]int{}, map[string]int{}
 	for key := range f.oss.Objects() {
+		parts := strings.Split(key, "/")
+		if len(parts) < 3 || parts[0] != "tasks" {
+			continue
+		}
+		all[parts[1]]++
 		if ossresult.KindOf(key) == ossresult.KindAttempt {
-			out[strings.Split(key, "/")[1]]++
+			outputs[parts[1]]++
 		}
 	}
-	return out
+	return outputs, all
 }
 
 // receiver is the notify endpoint: it checks each POST's signature and

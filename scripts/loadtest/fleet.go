@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,15 +14,16 @@ import (
 )
 
 // fleet is what the load test runs against: the function's instances (with
-// Redis, and without for the dup-mysql phase) and the bare handler's
-// processes, or the running instances given by -targets.
+// Redis, and without for the dup-mysql phase), the raw function's and the
+// bare handler's processes, or the running instances given by -targets.
 type fleet struct {
-	targets, mysqlTargets, bareTargets []string
-	loadPIDs, mysqlPIDs, barePIDs      []int
-	pidOf                              map[int]string // pid → label in the report
-	stateDir                           string         // the spawned instances' STATE_DIR (results go to the fake OSS)
-	insts, bares                       []*proc.Instance
-	logPaths                           []string // of the stopped instances
+	targets, mysqlTargets, bareTargets, rawTargets []string
+	loadPIDs, mysqlPIDs, barePIDs, rawPIDs         []int
+	pidOf                                          map[int]string // pid → label in the report
+	stateDir                                       string         // the spawned instances' STATE_DIR (results go to the fake OSS)
+	env                                            []string       // the instances' environment, less Redis
+	insts, bares, raws                             []*proc.Instance
+	logPaths                                       []string // of the stopped instances
 }
 
 // spawnFunction builds (unless o.Bin), migrates and starts o.Spawn instances
@@ -38,6 +40,7 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, fakeE
 	}
 	f.stateDir = filepath.Join(work, "state")
 	env := append([]string{"MYSQL_DSN=" + o.MySQLDSN, "STATE_DIR=" + f.stateDir}, fakeEnv...)
+	f.env = env
 	if _, err := proc.CLI(ctx, bin, env, "migrate"); err != nil {
 		return err
 	}
@@ -102,6 +105,32 @@ func (f *fleet) spawnBare(ctx context.Context, bareBin, redisURL, prefix, work s
 	return nil
 }
 
+// RawSkipEnv, set in the load test's environment, is passed to the raw
+// function (scripts/loadtest/rawfn), which then skips that step: only for
+// the test that proves checkRawFunction catches it.
+const RawSkipEnv = "IDEMGATE_RAWFN_SKIP"
+
+// spawnRaw starts the raw function as the instances run: as many processes
+// as there are instances with Redis, placed and configured as they are (no
+// Redis: the floor has none).
+func (f *fleet) spawnRaw(ctx context.Context, rawBin string, o Options, work string) error {
+	env := slices.Clone(f.env)
+	if v := os.Getenv(RawSkipEnv); v != "" {
+		env = append(env, RawSkipEnv+"="+v)
+	}
+	for i := range max(1, len(f.targets)) {
+		in, err := proc.Start(ctx, rawBin, proc.Options{Env: env, LogPath: filepath.Join(work, fmt.Sprintf("rawfn-%d.log", i)),
+			Wrap: o.InstanceWrap, Host: o.InstanceHost})
+		if err != nil {
+			return fmt.Errorf("raw function: %w", err)
+		}
+		f.raws = append(f.raws, in)
+		f.pidOf[in.Pid()] = fmt.Sprintf("raw-function#%d (pid %d)", i, in.Pid())
+		f.rawTargets, f.rawPIDs = append(f.rawTargets, in.Base), append(f.rawPIDs, in.Pid())
+	}
+	return nil
+}
+
 // stopFunction stops the function's instances (they flush their counters on
 // SIGTERM) and keeps their log paths.
 func (f *fleet) stopFunction() {
@@ -114,10 +143,10 @@ func (f *fleet) stopFunction() {
 
 // stop ends every process still running.
 func (f *fleet) stop() {
-	for _, in := range f.bares {
+	for _, in := range slices.Concat(f.bares, f.raws) {
 		in.Stop()
 	}
-	f.bares = nil
+	f.bares, f.raws = nil, nil
 	f.stopFunction()
 }
 

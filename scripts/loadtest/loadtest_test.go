@@ -36,8 +36,9 @@ const (
 	// batchShare bounds the share of the batched finish marks in a slice:
 	// at least 4 tasks to a batch write.
 	batchShare = 0.25
-	// rawPipelineStatements checks the instrument: the floor sends one
-	// INSERT and one UPDATE per task, nothing else.
+	// rawPipelineStatements checks the instrument: the floor (in the
+	// generator and in the raw function's processes) sends one INSERT and
+	// one UPDATE per task, nothing else.
 	rawPipelineStatements = 2
 )
 
@@ -104,16 +105,16 @@ func TestLoadAgainstSpawnedInstances(t *testing.T) {
 		want := map[string]int{PhaseMain: 200, PhaseDupRedis: 60, PhaseDupMySQL: 60, PhaseBare: 60, PhaseBareInProc: 60,
 			PhaseRawEvalsha: 600, PhaseLibDup: 600, PhaseRawInsert: 60, PhaseRawAllOps: 60, PhaseLibClaim: 60,
 			PhaseFirst: 60, PhaseFirstQuiet: 60, PhaseFirstMySQL: 60, PhaseFirstMySQLQuiet: 60,
-			PhaseRawPipeline: 60, PhaseRawPipelineQuiet: 60}[ph.Name]
+			PhaseRawPipeline: 60, PhaseRawPipelineQuiet: 60, PhaseRawFunction: 60, PhaseRawFunctionQuiet: 60}[ph.Name]
 		if ph.N != want {
 			t.Errorf("%s: %d requests, want %d", ph.Name, ph.N, want)
 		}
 	}
-	if len(r.Phases) != 16 {
-		t.Errorf("phases: %d, want 16", len(r.Phases))
+	if len(r.Phases) != 18 {
+		t.Errorf("phases: %d, want 18", len(r.Phases))
 	}
 	checkStatements(t, r.SQL)
-	for _, name := range []string{PhaseFirst, PhaseFirstMySQLQuiet} {
+	for _, name := range []string{PhaseFirst, PhaseFirstMySQLQuiet, PhaseRawFunction} {
 		if _, ok := r.CPU[name]; !ok {
 			t.Errorf("no CPU figure for %s: %v", name, r.CPU)
 		}
@@ -144,7 +145,7 @@ func TestLoadAgainstSpawnedInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lines, want := strings.Count(string(csv), "\n"), 1+200+7*60+2*600+6*60; lines != want {
+	if lines, want := strings.Count(string(csv), "\n"), 1+200+7*60+2*600+8*60; lines != want {
 		t.Errorf("csv: %d lines, want %d", lines, want)
 	}
 	f, err := os.Open(o.PNG)
@@ -181,7 +182,8 @@ func checkStatements(t *testing.T, sq []SQLFigures) {
 	t.Helper()
 	want := map[string]int{PhaseFirst: firstDeliveryStatementsNotify, PhaseFirstMySQL: firstDeliveryStatementsNotify,
 		PhaseFirstQuiet: firstDeliveryStatements, PhaseFirstMySQLQuiet: firstDeliveryStatements,
-		PhaseRawPipeline: rawPipelineStatements, PhaseRawPipelineQuiet: rawPipelineStatements}
+		PhaseRawPipeline: rawPipelineStatements, PhaseRawPipelineQuiet: rawPipelineStatements,
+		PhaseRawFunction: rawPipelineStatements, PhaseRawFunctionQuiet: rawPipelineStatements}
 	for _, f := range sq {
 		w, ok := want[f.Phase]
 		if !ok {
@@ -256,5 +258,48 @@ func TestParseMix(t *testing.T) {
 		if _, err := ParseMix(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestCheckRawFunction: a raw function that does less than a task — no
+// notify, no model call, a PUT or a statement left out — is a problem, so
+// that the function's overhead is never judged against a floor cheaper
+// than the work.
+func TestCheckRawFunction(t *testing.T) {
+	const k = "k1"
+	full := func() (*SideEffects, map[string]string) {
+		return &SideEffects{Outputs: map[string]int{k: 1}, Objects: map[string]int{k: rawObjects},
+			ModelCalls: func(string) int { return 1 }, Notifies: func(string) int { return 1 }}, map[string]string{k: "SUCCEEDED"}
+	}
+	for _, tc := range []struct {
+		name   string
+		phase  string
+		mangle func(*SideEffects, map[string]string, *Result)
+		want   string // "" : no problem
+	}{
+		{"the whole floor", PhaseRawFunction, func(*SideEffects, map[string]string, *Result) {}, ""},
+		{"no notify", PhaseRawFunction, func(s *SideEffects, _ map[string]string, _ *Result) { s.Notifies = func(string) int { return 0 } },
+			"0 notify POSTs, want 1"},
+		{"a notify where none was asked", PhaseRawFunctionQuiet, func(*SideEffects, map[string]string, *Result) {}, "1 notify POSTs, want 0"},
+		{"no model call", PhaseRawFunction, func(s *SideEffects, _ map[string]string, _ *Result) { s.ModelCalls = func(string) int { return 0 } },
+			"0 model calls"},
+		{"a PUT left out", PhaseRawFunction, func(s *SideEffects, _ map[string]string, _ *Result) { s.Objects[k] = 2 }, "2 objects"},
+		{"no UPDATE", PhaseRawFunction, func(_ *SideEffects, rows map[string]string, _ *Result) { rows[k] = "RUNNING" }, `scratch row "RUNNING"`},
+		{"no INSERT", PhaseRawFunction, func(_ *SideEffects, rows map[string]string, _ *Result) { delete(rows, k) }, `scratch row ""`},
+		{"a failed answer", PhaseRawFunction, func(_ *SideEffects, _ map[string]string, r *Result) { r.HTTPStatus, r.Err = 404, "raw_failed" },
+			"HTTP 404"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			side, rows := full()
+			res := Result{Phase: tc.phase, HTTPStatus: 200, Key: k, Status: "SUCCEEDED", Decision: "FIRST", Attempt: 1}
+			tc.mangle(side, rows, &res)
+			got := checkRawFunction(PhaseResult{Name: tc.phase, Results: []Result{res}}, side, rows)
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Fatalf("problems: %v", got)
+			case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+				t.Fatalf("problems %v, want one naming %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -22,7 +22,11 @@
 //     and without, with and without notify, interleaved with the raw pipeline:
 //     the external work a task cannot avoid (an INSERT into a unique key, one
 //     model call, three create-once V4-signed PUTs, the UPDATE to SUCCEEDED,
-//     one notify POST) done without idempotency logic;
+//     one notify POST) done without idempotency logic, both inside the load
+//     generator (raw-pipeline) and as the raw function (raw-function:
+//     scripts/loadtest/rawfn, as many processes as instances with Redis,
+//     spawned, invoked and measured as they are; every task checked to have
+//     done the whole floor);
 //   - MySQL statements per executed task, from SHOW GLOBAL STATUS deltas
 //     around each slice of each phase (sqlstat.go says how other clients of
 //     the server are kept out of the figures);
@@ -87,6 +91,7 @@ func run(args []string) int {
 	fs.IntVar(&o.Spawn, "spawn", d.Spawn, "build and start N instances (and N more without REDIS_URL for the dup-mysql phase)")
 	fs.StringVar(&o.Bin, "bin", d.Bin, "the function binary for -spawn (default: built from the repository root)")
 	fs.StringVar(&o.BareBin, "bare-bin", d.BareBin, "the bare-handler server of the baseline, run as -spawn's instances are (default: built from scripts/loadtest/bareserver)")
+	fs.StringVar(&o.RawBin, "raw-bin", d.RawBin, "the raw function's server (the raw pipeline behind the custom-runtime protocol), run as -spawn's instances are, as many as with Redis, for the raw-function phases (default: built from scripts/loadtest/rawfn)")
 	fs.StringVar(&o.MySQLDSN, "mysql-dsn", d.MySQLDSN, "MYSQL_DSN of spawned instances, the baselines and the MySQL check (with -targets: give the instances' database); created if missing. Its server's SHOW GLOBAL STATUS gives the statements per task")
 	fs.BoolVar(&o.PrivateMySQL, "private-mysql", false, "start a MariaDB server of the run's own (mariadb-install-db and mariadbd, in the work directory) and use -mysql-dsn's database name there: the statements per task are GLOBAL counters, which every other client of a shared server moves; needs -spawn")
 	fs.StringVar(&o.RedisURL, "redis-url", d.RedisURL, "REDIS_URL of spawned instances and the baselines")
@@ -175,6 +180,7 @@ type Options struct {
 	Spawn        int      // > 0: build and start this many instances (and as many without Redis)
 	Bin          string
 	BareBin      string // the bareserver binary; "": built from the repository
+	RawBin       string // the raw function's binary (scripts/loadtest/rawfn); "": built from the repository
 	MySQLDSN     string
 	PrivateMySQL bool // start a MariaDB of the run's own; MySQLDSN names the database
 	RedisURL     string

@@ -250,7 +250,8 @@ func (r *runner) dupPhases(m *measured, actions []Action, done []int) {
 }
 
 // judge records the run's problems: a failed at-most-once check, a
-// first-delivery phase whose tasks did not each execute exactly once, or an
+// first-delivery phase whose tasks did not each execute exactly once, a
+// raw-function phase whose tasks did not each do the whole floor, or an
 // error in a function phase (main is judged by Verify). A baseline's errors
 // (e.g. the engine's duplicate answered by MySQL after a Redis call over the
 // 50 ms fast timeout) are reported with the figures but do not fail the run.
@@ -260,10 +261,20 @@ func (r *runner) judge(m *measured, side *SideEffects) {
 		r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: at-most-once verification failed: %+v", run, m.rr.Verify))
 	}
 	for _, ph := range m.phases {
-		if isFirst(ph.Name) {
-			for _, p := range checkFirst(ph, side) {
-				r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: %s", run, p))
+		var bad []string
+		switch {
+		case isFirst(ph.Name):
+			bad = checkFirst(ph, side)
+		case isRawFunction(ph.Name):
+			rows, err := scratchRows(r.ctx, r.bl.DB(), keysOf(ph))
+			if err != nil {
+				bad = []string{fmt.Sprintf("%s: %v", ph.Name, err)}
+			} else {
+				bad = checkRawFunction(ph, side, rows)
 			}
+		}
+		for _, p := range bad {
+			r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: %s", run, p))
 		}
 	}
 	if r.fk != nil && r.fk.recv.refused() > 0 {
@@ -272,7 +283,7 @@ func (r *runner) judge(m *measured, side *SideEffects) {
 	for i, ph := range m.rr.Phases {
 		e := ph.Classes["error"]
 		switch {
-		case e.N == 0 || ph.Name == PhaseMain || isFirst(ph.Name): // judged above
+		case e.N == 0 || ph.Name == PhaseMain || isFirst(ph.Name) || isRawFunction(ph.Name): // judged above
 		case isFunction(ph.Name):
 			r.sum.Problems = append(r.sum.Problems, fmt.Sprintf("run %d: %d errors in %s: %s", run, e.N, ph.Name, firstErr(m.phases[i])))
 		default:

@@ -123,7 +123,8 @@ func figures(rr RunReport) []Figure {
 }
 
 // cpuPhases are the function phases whose CPU per request is reported.
-var cpuPhases = []string{PhaseMain, PhaseDupRedis, PhaseDupMySQL, PhaseFirst, PhaseFirstQuiet, PhaseFirstMySQL, PhaseFirstMySQLQuiet}
+var cpuPhases = []string{PhaseMain, PhaseDupRedis, PhaseDupMySQL, PhaseFirst, PhaseFirstQuiet, PhaseFirstMySQL, PhaseFirstMySQLQuiet,
+	PhaseRawFunction, PhaseRawFunctionQuiet}
 
 // figureList collects figures, leaving out what could not be computed.
 type figureList []Figure
@@ -147,7 +148,7 @@ func phaseFigures(fs *figureList, p map[string]PhaseSummary) {
 		}
 	}
 	for _, name := range []string{PhaseDupRedis, PhaseDupMySQL, PhaseBare, PhaseBareInProc, PhaseFirst, PhaseFirstQuiet,
-		PhaseFirstMySQL, PhaseFirstMySQLQuiet, PhaseRawPipeline, PhaseRawPipelineQuiet} {
+		PhaseFirstMySQL, PhaseFirstMySQLQuiet, PhaseRawPipeline, PhaseRawPipelineQuiet, PhaseRawFunction, PhaseRawFunctionQuiet} {
 		if s, ok := p[name]; ok {
 			fs.add(name+": events/s", "1/s", s.Rate, "")
 			fs.add(name+": p50", "ms", ms(s.All.P50), "")
@@ -198,6 +199,30 @@ func ratioFigures(fs *figureList, rr RunReport) {
 	}
 	libraryRatios(fs, p)
 	firstRatios(fs, p)
+	rawFunctionRatios(fs, rr)
+}
+
+// rawFunctionRatios compare each first-delivery phase with the raw
+// function (the same external work in processes of their own, reached over
+// HTTP): throughput, p50 and the CPU per task of the processes.
+func rawFunctionRatios(fs *figureList, rr RunReport) {
+	p := rr.phaseByName
+	for _, name := range []string{PhaseFirst, PhaseFirstQuiet, PhaseFirstMySQL, PhaseFirstMySQLQuiet} {
+		floor := PhaseRawFunction
+		if !notifies(name) {
+			floor = PhaseRawFunctionQuiet
+		}
+		f, ok1 := p[name]
+		raw, ok2 := p[floor]
+		if !ok1 || !ok2 || raw.Rate == 0 {
+			continue
+		}
+		fs.add(name+" / "+floor+": throughput", "x", f.Rate/raw.Rate, "")
+		fs.add(name+" / "+floor+": p50 latency", "x", ratio(f.All.P50, raw.All.P50), "")
+		if c, rc := rr.CPU[name], rr.CPU[floor]; c > 0 && rc > 0 {
+			fs.add(name+" / "+floor+": CPU per task", "x", ratio(c, rc), "")
+		}
+	}
 }
 
 // firstRatios compare each first-delivery phase with the raw pipeline that

@@ -34,7 +34,7 @@ type SQLFigures struct {
 // usesMySQL names the phases whose statements are reported.
 func usesMySQL(name string) bool {
 	return isFunction(name) || slices.Contains([]string{PhaseRawInsert, PhaseRawAllOps, PhaseLibClaim,
-		PhaseRawPipeline, PhaseRawPipelineQuiet}, name)
+		PhaseRawPipeline, PhaseRawPipelineQuiet, PhaseRawFunction, PhaseRawFunctionQuiet}, name)
 }
 
 // sqlFigures sums a phase's clean slices; ok is false when none was probed.

@@ -256,9 +256,10 @@ func (r *runner) startMariaDB() error {
 	return nil
 }
 
-// startFleet spawns the function's instances and the bare handler's (or
-// takes -targets). The bare handler's server is built first, so that a
-// missing build fails before anything runs.
+// startFleet spawns the function's instances, the raw function's and the
+// bare handler's (or takes -targets). The bare handler's and the raw
+// function's servers are built first, so that a missing build fails before
+// anything runs.
 func (r *runner) startFleet() error {
 	o := r.o
 	r.fl = &fleet{targets: o.Targets, mysqlTargets: o.MySQLTargets}
@@ -269,11 +270,23 @@ func (r *runner) startFleet() error {
 			return fmt.Errorf("bare handler: %w (or give -bare-bin, or -base-n 0 to skip the baselines)", err)
 		}
 	}
+	rawBin := o.RawBin
+	if o.Spawn > 0 && o.FirstN > 0 && rawBin == "" {
+		var err error
+		if rawBin, err = proc.BuildPackage(r.ctx, "./scripts/loadtest/rawfn", filepath.Join(r.work, "rawfn"), true); err != nil {
+			return fmt.Errorf("raw function: %w (or give -raw-bin, or -first-n 0 to skip the first deliveries)", err)
+		}
+	}
 	if o.Spawn > 0 {
 		if err := r.fl.spawnFunction(r.ctx, o, r.work, r.fk.env(), r.logf); err != nil {
 			return err
 		}
 		r.sum.IdleRSS = r.fl.idleRSS()
+		if o.FirstN > 0 {
+			if err := r.fl.spawnRaw(r.ctx, rawBin, o, r.work); err != nil {
+				return err
+			}
+		}
 	}
 	if !o.Redis {
 		r.fl.mysqlTargets = nil // the targets answer from MySQL: their pure duplicates are the dup-mysql phase

@@ -37,6 +37,7 @@ type Verification struct {
 // SideEffects is what the fake services saw, by business key.
 type SideEffects struct {
 	Outputs    map[string]int // attempt outputs (tasks/<K>/attempt-NNN/output.json)
+	Objects    map[string]int // every object under tasks/<K>/
 	ModelCalls func(key string) int
 	Notifies   func(key string) int
 }

@@ -18,7 +18,8 @@ import (
 var phases = []struct{ name, label string }{
 	{"first-delivery", "first delivery, Redis + MySQL"},
 	{"first-delivery/mysql", "first delivery, MySQL alone"},
-	{"raw-pipeline", "raw pipeline"},
+	{"raw-function", "raw pipeline, own process"},
+	{"raw-pipeline", "raw pipeline, in generator"},
 	{"dup-redis", "Redis duplicate"},
 	{"dup-mysql", "MySQL duplicate"},
 	{"raw-insert+update", "raw INSERT + UPDATE"},
@@ -110,40 +111,32 @@ func (c *Config) read(js []byte) error {
 	return nil
 }
 
-// rawPipelineCPU is the raw pipeline's own CPU per task. It runs inside
-// the load generator beside the fakes it calls (OSS, model, notify
-// receiver), so the generator's CPU per task in its phase holds both; the
-// fakes' share is what a first delivery costs the generator beyond a Redis
-// duplicate (the same request sent and an answer read, without the fakes).
-func rawPipelineCPU(r Run) float64 {
-	gen := func(phase string) float64 { return r.Phases[phase].CPU["load-generator"] }
-	fakes := gen("first-delivery") - gen("dup-redis")
-	return gen("raw-pipeline") - fakes
-}
-
 // goals are issue 41's, each per run, then judged by the median.
 func goals(c *Config) []Goal {
 	rtt := 2 * float64(c.Delay) / float64(time.Millisecond) // ms
 	gs := []Goal{
-		{Name: "function CPU per first delivery / raw pipeline's CPU per task", Unit: "x", limit: 1.3, atMost: true},
+		{Name: "function CPU per first delivery / raw function's CPU per task", Unit: "x", limit: 1.3, atMost: true},
 		{Name: "function CPU per Redis duplicate", Unit: "µs", limit: 150, atMost: true},
-		{Name: "first-delivery p50 − raw-pipeline p50 (budget: 2 Redis round trips + 0.3 ms)", Unit: "ms", limit: 2*rtt + 0.3, atMost: true},
+		{Name: "first-delivery p50 − raw function's p50 (budget: 2 Redis round trips + 0.3 ms)", Unit: "ms", limit: 2*rtt + 0.3, atMost: true},
 		{Name: "Redis duplicate p50 (budget: 1 round trip + 0.3 ms)", Unit: "ms", limit: rtt + 0.3, atMost: true},
-		{Name: "first-delivery throughput / raw pipeline's", Unit: "x", limit: 0.85},
+		{Name: "first-delivery throughput / raw function's", Unit: "x", limit: 0.85},
 		{Name: "first-delivery throughput, MySQL + Redis / MySQL alone", Unit: "x", limit: 0.95},
 	}
+	// The raw pipeline of the goals is the raw function: the same work in
+	// processes of their own, placed, invoked and measured as the
+	// instances are (scripts/loadtest/rawfn).
 	for _, r := range c.Runs {
 		p := r.Phases
 		vals := []float64{
-			p["first-delivery"].CPU["function"] / rawPipelineCPU(r),
+			p["first-delivery"].CPU["function"] / p["raw-function"].CPU["function"],
 			p["dup-redis"].CPU["function"],
-			p["first-delivery"].P50 - p["raw-pipeline"].P50,
+			p["first-delivery"].P50 - p["raw-function"].P50,
 			p["dup-redis"].P50,
-			p["first-delivery"].Rate / p["raw-pipeline"].Rate,
+			p["first-delivery"].Rate / p["raw-function"].Rate,
 			p["first-delivery"].Rate / p["first-delivery/mysql"].Rate,
 		}
 		for i, v := range vals {
-			if !math.IsNaN(v) && !math.IsInf(v, 0) && !(i == 0 && rawPipelineCPU(r) <= 0) {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
 				gs[i].Values = append(gs[i].Values, v)
 			}
 		}
@@ -217,12 +210,7 @@ func (r *rig) printConfig(c *Config) {
 		}
 		fmt.Fprintln(w)
 	}
-	var raw []string
-	for _, run := range c.Runs {
-		raw = append(raw, fmt.Sprintf("%.0f", rawPipelineCPU(run)))
-	}
-	fmt.Fprintf(w, "raw pipeline's own CPU per task (generator in raw-pipeline − (generator in first-delivery − in dup-redis), per run): %s µs\n",
-		strings.Join(raw, ", "))
+	fmt.Fprintln(w, "(the \"function\" column of \"raw pipeline, own process\" is the raw function's processes: scripts/loadtest/rawfn)")
 	for name, s := range c.Proxies {
 		fmt.Fprintf(w, "%s: %d connections, %d chunks; written late by p50 %s, p99 %s beyond the %s delay (nanosleep overshoot %s, subtracted)\n",
 			name, s.Connections, s.Chunks, s.LateP50.Round(time.Microsecond), s.LateP99.Round(time.Microsecond), s.Delay,

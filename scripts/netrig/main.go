@@ -15,7 +15,18 @@
 // the raw pipeline, Redis and MySQL duplicates and the raw INSERT + UPDATE
 // floor; then issue 41's goals as min / median / max over the runs, met or
 // not met by the median. It fails on a setup error, a wrong answer or an
-// effective duplicate, or anything left behind; never on a figure.
+// effective duplicate, a raw-pipeline task that did not do the whole work,
+// or anything left behind; never on a figure.
+//
+// The raw pipeline the goals compare with is the raw function
+// (scripts/loadtest/rawfn): the same external work as a first delivery
+// (INSERT, model call, three signed PUTs, UPDATE, notify) and nothing else,
+// in as many processes as there are instances with Redis, in the
+// function's namespace and on its CPUs, invoked over the same HTTP
+// protocol, and its CPU read from /proc as the instances' is. The load test
+// checks that each of its tasks made one scratch row, one model call, three
+// objects and one notify POST. The same work inside the load generator
+// ("raw pipeline, in generator") is printed beside it, not judged.
 //
 //	go run ./scripts/netrig                         # the full form: c = 32 and 400, 150 and 500 µs, 3 runs each
 //	go run ./scripts/netrig -short                  # CI's: c = 32, 150 µs, one short run

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,7 +94,7 @@ func parse(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.JSON, "json", "", "write every configuration's figures to FILE as JSON")
 	fs.StringVar(&o.MD, "md", "", "write the goals table to FILE as Markdown")
 	fs.BoolVar(&o.Verbose, "v", false, "stream the load test's output")
-	fs.IntVar(&o.GenProcs, "gen-procs", o.GenProcs, "GOMAXPROCS of the load generator, which runs the raw pipeline and the fakes itself: pinned to one CPU Go gives it 1, while a function phase has a thread per instance besides, so on a machine busy with other work the raw pipeline would get the smaller share of the CPU; 0: Go's default")
+	fs.IntVar(&o.GenProcs, "gen-procs", o.GenProcs, "GOMAXPROCS of the load generator, which runs the fakes (and the in-generator raw pipeline, reported but not judged) itself: pinned to one CPU Go gives it 1, and on a machine busy with other work the fakes would then answer the instances late; 0: Go's default")
 	fs.StringVar(&o.Logs, "logs", "", "keep each configuration's load-test output in DIR (loadtest-c32-150µs.log …)")
 	fs.DurationVar(&o.MaxPerRun, "max-duration", o.MaxPerRun, "cap on each configuration's load test")
 	if err := fs.Parse(args); err != nil {
@@ -137,7 +138,7 @@ type rig struct {
 	work    string
 	net     *netrig.Net
 	pin     netrig.Pin
-	redis   *netrig.Process
+	redis   *proc.Redis
 	mysql   *proc.MariaDB
 	proxies []*netrig.Process
 	started []int    // every server process's id, for the final check
@@ -145,6 +146,7 @@ type rig struct {
 	self    string
 	fnBin   string
 	ltBin   string
+	rawBin  string
 }
 
 func (r *rig) say(format string, args ...any) { fmt.Fprintf(r.out, format+"\n", args...) }
@@ -224,6 +226,10 @@ func (r *rig) run(ctx context.Context) ([]*Config, error) {
 	if r.ltBin, err = proc.BuildPackage(ctx, "./scripts/loadtest", filepath.Join(r.work, "loadtest"), false); err != nil {
 		return nil, err
 	}
+	// The raw function is built as the function is (scripts/build.sh's flags).
+	if r.rawBin, err = proc.BuildPackage(ctx, "./scripts/loadtest/rawfn", filepath.Join(r.work, "rawfn"), true); err != nil {
+		return nil, err
+	}
 	if r.net, err = netrig.Create(ctx, os.Getpid()); err != nil {
 		return nil, fmt.Errorf("namespaces: %w", err)
 	}
@@ -234,7 +240,7 @@ func (r *rig) run(ctx context.Context) ([]*Config, error) {
 		return nil, err
 	}
 	r.started = append(r.started, r.redis.Pid())
-	if r.mysql, err = r.net.StartMariaDB(ctx, filepath.Join(r.work, "mariadb"), r.pin[netrig.RoleMySQL]); err != nil {
+	if r.mysql, err = r.net.StartMariaDB(ctx, filepath.Join(r.work, "mariadb"), r.pin[netrig.RoleMySQL], maxConnections(o)); err != nil {
 		return nil, err
 	}
 	r.started = append(r.started, r.mysql.Pid())
@@ -329,7 +335,7 @@ func (r *rig) measure(ctx context.Context, cfg *Config) error {
 	name := fmt.Sprintf("c%d-%s", cfg.C, cfg.Delay)
 	jsonPath, logPath := filepath.Join(r.work, name+".json"), filepath.Join(r.work, name+".log")
 	args := append(r.net.Exec(netrig.RoleGen, r.pin[netrig.RoleGen]), r.ltBin,
-		"-spawn", strconv.Itoa(o.Spawn), "-bin", r.fnBin,
+		"-spawn", strconv.Itoa(o.Spawn), "-bin", r.fnBin, "-raw-bin", r.rawBin,
 		"-n", strconv.Itoa(o.N), "-c", strconv.Itoa(cfg.C), "-dup-n", strconv.Itoa(o.DupN),
 		"-first-n", strconv.Itoa(o.FirstN), "-base-n", strconv.Itoa(o.BaseN), "-repeat", strconv.Itoa(o.Runs),
 		"-slices", strconv.Itoa(o.Slices), "-max-duration", o.MaxPerRun.String(),
@@ -384,6 +390,24 @@ func (r *rig) measure(ctx context.Context, cfg *Config) error {
 	return cfg.read(js)
 }
 
+// mysqlPool is the connection pool of every client of the private MariaDB
+// the load test starts (the function's instances, the raw function's, the
+// generator's baselines): mysqlstore.Open's default MaxOpenConns
+// (idempotency/mysqlstore/store.go).
+const mysqlPool = 16
+
+// maxConnections is the private MariaDB's max_connections: every pool at
+// its limit (the instances with Redis, without, and the raw function's:
+// 3 × -spawn, and the generator's, plus its statement probe and the rig's
+// own client), twice — a client whose read timed out opens a new
+// connection while the server still holds the old one's thread — and the
+// largest concurrency besides. MariaDB's default, 151, was too few at
+// c = 400 with 500 µs ("Too many connections"), which failed the run.
+func maxConnections(o Options) int {
+	pools := (3*o.Spawn+1)*mysqlPool + 2
+	return 2*pools + slices.Max(o.C)
+}
+
 // wrongAnswer: the load test found a non-200 answer or an effective
 // duplicate (its exit status 1).
 type wrongAnswer struct{ msg string }
@@ -393,9 +417,11 @@ func (e *wrongAnswer) Error() string { return e.msg }
 // teardown stops every server, removes the namespaces and the work
 // directory, and returns what is still there (nothing, normally).
 func (r *rig) teardown() []string {
+	// Each stop is bounded (SIGKILL after waitGrace): a server hung in its
+	// shutdown, or stopped, cannot hang the cleanup.
 	r.stopProxies()
 	r.redis.Stop(waitGrace)
-	r.mysql.Stop()
+	r.mysql.StopWithin(waitGrace)
 	var left []string
 	if r.net != nil {
 		if err := r.net.Close(); err != nil {

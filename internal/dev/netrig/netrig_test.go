@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -264,5 +266,32 @@ func TestResolveMode(t *testing.T) {
 	}
 	if err != nil || m != want || !strings.Contains(said[len(said)-1], "DELAY MODE auto → "+want) {
 		t.Fatalf("auto: %s, %v, said %q; want %s", m, err, said, want)
+	}
+}
+
+// TestStopKillsAStuckServer: a server that does not act on SIGTERM (here
+// one that ignores it, and is stopped with SIGSTOP besides, as a server
+// hung in its shutdown) is killed once the grace has passed, and Stop
+// returns within the bound. (A stopped process without a handler would die
+// of SIGTERM at once: the kernel kills on a fatal signal.)
+func TestStopKillsAStuckServer(t *testing.T) {
+	p, err := start("stuck", nil, []string{"sh", "-c", `trap "" TERM; exec sleep 60`}, filepath.Join(t.TempDir(), "stuck.log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the trap is set and sleep exec'd
+	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	const grace = 300 * time.Millisecond
+	began := time.Now()
+	if !p.Stop(grace) {
+		t.Fatal("Stop: the process did not exit")
+	}
+	if took := time.Since(began); took < grace || took > grace+2*time.Second {
+		t.Errorf("Stop took %s; want the grace (%s), then SIGKILL at once", took, grace)
+	}
+	if p.Alive() || alive(p.Pid()) {
+		t.Error("the process is still there")
 	}
 }

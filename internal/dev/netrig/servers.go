@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/idemgate/idemgate/internal/dev/proc"
@@ -58,18 +57,14 @@ func start(name string, wrap, argv []string, logPath string, out io.Writer) (*Pr
 	return p, nil
 }
 
-// Stop ends the process: SIGTERM, SIGKILL after grace. Nil-safe.
-func (p *Process) Stop(grace time.Duration) {
+// Stop ends the process: SIGTERM, SIGKILL after grace (proc.Terminate:
+// bounded, whatever state the process is in); it reports whether the
+// process exited. Nil-safe.
+func (p *Process) Stop(grace time.Duration) bool {
 	if p == nil {
-		return
+		return true
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	return proc.Terminate(p.cmd.Process, p.exited, grace)
 }
 
 // Alive says whether the process has not exited.
@@ -82,44 +77,38 @@ func (p *Process) Alive() bool {
 	}
 }
 
-// StartRedis runs a private redis-server (no persistence) in the Redis
-// namespace on its address, pinned to cpus, and waits until it answers
-// PING from inside the namespace.
-func (n *Net) StartRedis(ctx context.Context, dir, cpus string) (*Process, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("redis-server not found on PATH: %w", err)
-	}
+// StartRedis runs a private redis-server (proc.StartRedisWith: no
+// persistence, its log under dir) in the Redis namespace on its address,
+// pinned to cpus, and waits until it answers PING from inside the
+// namespace.
+func (n *Net) StartRedis(ctx context.Context, dir, cpus string) (*proc.Redis, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	addr := n.Addr[RoleRedis]
-	p, err := start("redis", n.Exec(RoleRedis, cpus), []string{bin, "--bind", addr, "--port", strconv.Itoa(RedisPort),
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", dir, "--daemonize", "no"},
-		filepath.Join(dir, "redis.log"), nil)
-	if err != nil {
-		return nil, err
-	}
 	probe := append(n.Exec(RoleRedis, ""), "redis-cli", "-h", addr, "-p", strconv.Itoa(RedisPort), "ping")
-	if err := await(ctx, p, func(ctx context.Context) error {
-		out, err := exec.CommandContext(ctx, probe[0], probe[1:]...).Output()
-		if err == nil && strings.TrimSpace(string(out)) != "PONG" {
-			err = fmt.Errorf("PING answered %q", out)
-		}
-		return err
-	}); err != nil {
-		p.Stop(2 * time.Second)
+	r, err := proc.StartRedisWith(ctx, dir, proc.RedisOptions{Placement: proc.Placement{Wrap: n.Exec(RoleRedis, cpus),
+		Host: addr, Port: RedisPort, Args: []string{"--protected-mode", "no"}},
+		Ready: func(ctx context.Context, _ *proc.Redis) error {
+			out, err := exec.CommandContext(ctx, probe[0], probe[1:]...).Output()
+			if err == nil && strings.TrimSpace(string(out)) != "PONG" {
+				err = fmt.Errorf("PING answered %q", out)
+			}
+			return err
+		}})
+	if err != nil {
 		return nil, fmt.Errorf("redis in %s: %w", n.NS[RoleRedis], err)
 	}
-	return p, nil
+	return r, nil
 }
 
 // StartMariaDB runs a private MariaDB (proc.StartMariaDBWith: its own data
 // directory and tmpdir under dir) in the MariaDB namespace on its address,
-// pinned to cpus, and lets root in from the rig's range (the data directory
-// has root@localhost only): ready when mariadb answers on its Unix socket,
-// which is a path and so reachable from here.
-func (n *Net) StartMariaDB(ctx context.Context, dir, cpus string) (*proc.MariaDB, error) {
+// pinned to cpus, accepting maxConns connections, and lets root in from the
+// rig's range (the data directory has root@localhost only): ready when
+// mariadb answers on its Unix socket, which is a path and so reachable from
+// here.
+func (n *Net) StartMariaDB(ctx context.Context, dir, cpus string, maxConns int) (*proc.MariaDB, error) {
 	client, err := exec.LookPath("mariadb")
 	if err != nil {
 		return nil, fmt.Errorf("mariadb (the client) not found on PATH: the rig grants root on its range with it: %w", err)
@@ -135,8 +124,8 @@ func (n *Net) StartMariaDB(ctx context.Context, dir, cpus string) (*proc.MariaDB
 		}
 		return nil
 	}
-	m, err := proc.StartMariaDBWith(ctx, dir, proc.MariaDBOptions{Wrap: n.Exec(RoleMySQL, cpus), Host: n.Addr[RoleMySQL],
-		Port: MySQLPort, Args: []string{"--skip-name-resolve"},
+	m, err := proc.StartMariaDBWith(ctx, dir, proc.MariaDBOptions{Placement: proc.Placement{Wrap: n.Exec(RoleMySQL, cpus),
+		Host: n.Addr[RoleMySQL], Port: MySQLPort, Args: []string{"--skip-name-resolve", "--max-connections=" + strconv.Itoa(maxConns)}},
 		Ready: func(ctx context.Context, m *proc.MariaDB) error { return sql(ctx, m, "SELECT 1") }})
 	if err != nil {
 		return nil, err
@@ -188,26 +177,5 @@ func (n *Net) StartProxy(ctx context.Context, self, role string, listenPort, ups
 	case <-ctx.Done():
 		p.Stop(2 * time.Second)
 		return nil, ctx.Err()
-	}
-}
-
-// await asks ready until it succeeds, the process exits or 20 s pass.
-func await(ctx context.Context, p *Process, ready func(context.Context) error) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := ready(c)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if !p.Alive() {
-			b, _ := os.ReadFile(p.LogPath)
-			return fmt.Errorf("exited at start: %s", proc.Tail(string(b), 1500))
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("no answer within 20 s: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -45,15 +44,8 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 type MariaDBOptions struct {
 	// ServerOptions are the replication settings (none: no binary log).
 	ServerOptions
-	// Wrap runs mariadbd through a command that execs it (ip netns exec NS
-	// taskset -c 1), so that Pid is still the server's.
-	Wrap []string
-	// Host and Port are where it listens (default 127.0.0.1 and a free
-	// loopback port).
-	Host string
-	Port int
-	// Args are more server options (e.g. --skip-name-resolve).
-	Args []string
+	// Placement: where it runs and listens; Args e.g. --skip-name-resolve.
+	Placement
 	// Ready reports whether the server answers; default: a ping over its
 	// DSN from this process (which cannot reach another namespace).
 	Ready func(ctx context.Context, m *MariaDB) error
@@ -80,14 +72,9 @@ func StartMariaDBWith(ctx context.Context, dir string, o MariaDBOptions) (*Maria
 	if out, err := inst.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, Tail(string(out), 2000))
 	}
-	port, host := o.Port, o.Host
-	if port == 0 {
-		if port, err = FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	if host == "" {
-		host = "127.0.0.1"
+	host, port, err := o.address()
+	if err != nil {
+		return nil, err
 	}
 	m := &MariaDB{Addr: net.JoinHostPort(host, strconv.Itoa(port)), LogPath: filepath.Join(dir, "mariadbd.log"), DataDir: data,
 		exited: make(chan struct{})}
@@ -97,12 +84,8 @@ func StartMariaDBWith(ctx context.Context, dir string, o MariaDBOptions) (*Maria
 	}
 	args := append([]string{"--no-defaults", "--datadir=" + data, "--user=root",
 		"--bind-address=" + host, "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mariadbd.sock"),
-		"--pid-file=" + filepath.Join(dir, "mariadbd.pid")}, append(append(tuning, o.settings()...), o.Args...)...)
-	if len(o.Wrap) > 0 {
-		m.cmd = exec.Command(o.Wrap[0], append(append(o.Wrap[1:len(o.Wrap):len(o.Wrap)], server), args...)...)
-	} else {
-		m.cmd = exec.Command(server, args...)
-	}
+		"--pid-file=" + filepath.Join(dir, "mariadbd.pid")}, append(tuning, o.settings()...)...)
+	m.cmd = o.command(server, args...)
 	m.cmd.Stdout, m.cmd.Stderr = log, log
 	if err := m.cmd.Start(); err != nil {
 		log.Close()
@@ -186,15 +169,14 @@ func (m *MariaDB) await(ctx context.Context, ready func(context.Context, *MariaD
 }
 
 // Stop shuts the server down (SIGTERM; SIGKILL after 20 s). Nil-safe.
-func (m *MariaDB) Stop() {
+func (m *MariaDB) Stop() { m.StopWithin(20 * time.Second) }
+
+// StopWithin shuts the server down: SIGTERM, SIGKILL after grace
+// (Terminate: bounded, whatever state the server is in); it reports whether
+// the server exited. Nil-safe.
+func (m *MariaDB) StopWithin(grace time.Duration) bool {
 	if m == nil {
-		return
+		return true
 	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.exited:
-	case <-time.After(20 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.exited
-	}
+	return Terminate(m.cmd.Process, m.exited, grace)
 }

@@ -10,7 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // FreePort returns a loopback TCP port that was free a moment ago.
@@ -59,4 +62,64 @@ func CLI(ctx context.Context, bin string, env []string, args ...string) (string,
 			Tail(stderr.String(), 2000))
 	}
 	return stdout.String(), nil
+}
+
+// killWait bounds the wait for a process after SIGKILL: one stuck in the
+// kernel (uninterruptible I/O) is reported, not waited for.
+const killWait = 5 * time.Second
+
+// Terminate ends a server: SIGTERM, then SIGKILL when it has not exited
+// within grace (a server that ignores SIGTERM, or is stopped, or hangs in
+// its shutdown), then waits killWait at most. exited is closed once the
+// process was reaped; Terminate reports whether it was. No wait of it is
+// unbounded, so a cleanup that calls it always ends.
+func Terminate(p *os.Process, exited <-chan struct{}, grace time.Duration) bool {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return true
+	case <-time.After(grace):
+	}
+	_ = p.Kill()
+	select {
+	case <-exited:
+		return true
+	case <-time.After(killWait):
+		return false
+	}
+}
+
+// Placement puts a private server (StartMariaDBWith, StartRedisWith)
+// elsewhere than a free loopback port of the caller's network namespace.
+type Placement struct {
+	// Wrap runs the server through a command that execs it (ip netns exec
+	// NS taskset -c 1), so that its Pid is still the server's.
+	Wrap []string
+	// Host and Port are where it listens (default 127.0.0.1 and a free
+	// loopback port).
+	Host string
+	Port int
+	// Args are more server options, after the starter's own.
+	Args []string
+}
+
+// address is where the server listens: Host and Port, or their defaults.
+func (p Placement) address() (string, int, error) {
+	host, port := p.Host, p.Port
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == 0 {
+		var err error
+		if port, err = FreePort(); err != nil {
+			return "", 0, err
+		}
+	}
+	return host, port, nil
+}
+
+// command is bin with args and then Args, through Wrap.
+func (p Placement) command(bin string, args ...string) *exec.Cmd {
+	argv := append(append(append(slices.Clone(p.Wrap), bin), args...), p.Args...)
+	return exec.Command(argv[0], argv[1:]...)
 }
