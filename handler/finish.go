@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/idemgate/idemgate/handler/event"
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/idempotency/driver"
@@ -36,15 +38,75 @@ type storedInput struct {
 	Data            json.RawMessage `json:"data,omitempty"`
 }
 
-// inputDoc is input.json of t, canonical JSON.
+// inputDoc is input.json of t, canonical JSON: storedInput as jcs.Marshal
+// writes it (TestInputDocIsCanonical), member by member in its canonical
+// order, so that only the input (and data) are canonicalised, not the
+// whole document encoded and parsed again on every first delivery.
 func inputDoc(t *event.Task, inputVersion, keyFP string, r KeyRules) ([]byte, error) {
-	in := storedInput{TenantID: t.TenantID, TaskType: t.TaskType, Operation: t.Operation,
-		InputVersion: inputVersion, Input: t.Input, IdempotencyKey: t.IdempotencyKey, Notify: t.Notify,
-		KeyFingerprint: keyFP}
+	var data json.RawMessage
+	var keyExpr, payloadExpr string
 	if keyFP == "" && (r.Key != nil || r.Payload != nil) {
-		in.KeyJMESPath, in.PayloadJMESPath, in.Data = expr(r.Key), expr(r.Payload), t.Data
+		keyExpr, payloadExpr, data = expr(r.Key), expr(r.Payload), t.Data
 	}
-	return jcs.Marshal(in)
+	input, err := canonicalRaw(t.Input)
+	if err != nil {
+		return nil, err
+	}
+	w := docWriter{b: make([]byte, 0, len(input)+len(data)+512)}
+	if len(data) > 0 {
+		if data, err = canonicalRaw(data); err != nil {
+			return nil, err
+		}
+		w.raw("data", data)
+	}
+	w.str("idempotency_key", t.IdempotencyKey, true)
+	w.raw("input", input)
+	w.str("input_version", inputVersion, false)
+	w.str("key_fingerprint", keyFP, true)
+	w.str("key_jmespath", keyExpr, true)
+	if t.Notify != nil {
+		w.raw("notify", jcs.AppendStringObject(nil, "url", t.Notify.URL))
+	}
+	w.str("operation", t.Operation, false)
+	w.str("payload_jmespath", payloadExpr, true)
+	w.str("task_type", t.TaskType, false)
+	w.str("tenant_id", t.TenantID, false)
+	return append(w.b, '}'), nil
+}
+
+// canonicalRaw is a raw JSON member as encoding/json and then JCS write
+// it: absent is null.
+func canonicalRaw(v json.RawMessage) ([]byte, error) {
+	if v == nil {
+		return []byte("null"), nil
+	}
+	return jcs.Canonicalize(v)
+}
+
+// docWriter writes a canonical JSON object whose members come in
+// canonical (sorted) order.
+type docWriter struct{ b []byte }
+
+func (w *docWriter) name(n string) {
+	if len(w.b) == 0 {
+		w.b = append(w.b, '{')
+	} else {
+		w.b = append(w.b, ',')
+	}
+	w.b, _ = jsontext.AppendQuote(w.b, n)
+	w.b = append(w.b, ':')
+}
+
+func (w *docWriter) raw(n string, v []byte) { w.name(n); w.b = append(w.b, v...) }
+
+// str writes a string member, none when omitEmpty and v is empty. Invalid
+// UTF-8 comes out as U+FFFD, as encoding/json writes it.
+func (w *docWriter) str(n, v string, omitEmpty bool) {
+	if omitEmpty && v == "" {
+		return
+	}
+	w.name(n)
+	w.b, _ = jsontext.AppendQuote(w.b, v)
 }
 
 // saveInput writes t's input.json create-once and returns the notify

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -144,14 +145,15 @@ func (s *OSS) With(creds Credentials) (*OSSBucket, error) {
 
 // fingerprint identifies the triple without keeping the secret as a map key;
 // the length prefixes keep ("ab","c") and ("a","bc") apart.
+// Every invocation asks (With), so the bytes are laid out in a buffer of
+// its own, not printed into the hash.
 func (c Credentials) fingerprint() [sha256.Size]byte {
-	h := sha256.New()
-	for _, f := range []string{c.AccessKeyID, c.AccessKeySecret, c.SecurityToken} {
-		fmt.Fprintf(h, "%d:%s;", len(f), f)
+	var buf [2048]byte // an STS token fits; a longer one grows it
+	b := buf[:0]
+	for _, f := range [...]string{c.AccessKeyID, c.AccessKeySecret, c.SecurityToken} {
+		b = append(append(append(strconv.AppendInt(b, int64(len(f)), 10), ':'), f...), ';')
 	}
-	var id [sha256.Size]byte
-	h.Sum(id[:0])
-	return id
+	return sha256.Sum256(b)
 }
 
 func newBucket(cfg OSSConfig, client *http.Client, creds Credentials) (*OSSBucket, error) {

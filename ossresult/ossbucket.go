@@ -43,11 +43,12 @@ func (b *OSSBucket) PutOnce(ctx context.Context, key string, body []byte, conten
 		contentType = "application/octet-stream"
 	}
 	sum := md5Of(body)
-	opts := []oss.Option{
-		oss.ForbidOverWrite(true),
+	opts := make([]oss.Option, 0, 7)
+	opts = append(opts,
+		forbidOverwrite,
 		oss.ContentType(contentType),
 		oss.ContentMD5(base64.StdEncoding.EncodeToString(sum[:])), // OSS rejects a body damaged in transit
-	}
+	)
 	if m.IdempotencyKey != "" {
 		opts = append(opts, oss.Meta(metaIdempotencyKey, m.IdempotencyKey))
 	}
@@ -55,7 +56,7 @@ func (b *OSSBucket) PutOnce(ctx context.Context, key string, body []byte, conten
 		opts = append(opts, oss.Meta(metaRequestID, m.RequestID))
 	}
 	if kind := KindOf(key); kind != "" { // for the bucket's lifecycle rules
-		opts = append(opts, oss.SetTagging(oss.Tagging{Tags: []oss.Tag{{Key: TagKind, Value: kind}}}))
+		opts = append(opts, kindTagging(kind))
 	}
 	err := b.retry(ctx, func(ctx context.Context) error {
 		err := b.put(ctx, key, body, opts)
@@ -68,6 +69,26 @@ func (b *OSSBucket) PutOnce(ctx context.Context, key string, body []byte, conten
 		return "", err
 	}
 	return b.Ref(key), nil
+}
+
+// The options every create-once PUT of a kind sends alike, made once
+// rather than on every PUT (an option only sets its header).
+var (
+	forbidOverwrite = oss.ForbidOverWrite(true)
+	kindTaggings    = map[string]oss.Option{KindInput: tagging(KindInput), KindAttempt: tagging(KindAttempt),
+		KindApproved: tagging(KindApproved)}
+)
+
+// kindTagging is the x-oss-tagging option of an object of kind.
+func kindTagging(kind string) oss.Option {
+	if o, ok := kindTaggings[kind]; ok {
+		return o
+	}
+	return tagging(kind)
+}
+
+func tagging(kind string) oss.Option {
+	return oss.SetTagging(oss.Tagging{Tags: []oss.Tag{{Key: TagKind, Value: kind}}})
 }
 
 func (b *OSSBucket) put(ctx context.Context, key string, body []byte, opts []oss.Option) error {

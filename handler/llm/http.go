@@ -162,10 +162,12 @@ func (c *HTTPClient) decode(status int, data []byte) (Response, error) {
 	if err := json.Unmarshal(data, &cr); err != nil {
 		return Response{}, badResponse("HTTP %d: malformed JSON answer: %s", status, clean(err.Error(), c.apiKey))
 	}
-	if e, ok := parseAPIError(status, data, c.apiKey); ok && len(cr.Choices) == 0 {
-		return Response{}, classifyAPIError(e)
-	}
 	if len(cr.Choices) == 0 {
+		// Only an answer without choices is read again as an error: on the
+		// hot path the body is parsed once.
+		if e, ok := parseAPIError(status, data, c.apiKey); ok {
+			return Response{}, classifyAPIError(e)
+		}
 		return Response{}, badResponse("HTTP %d: answer has no choices", status)
 	}
 	ch := cr.Choices[0]

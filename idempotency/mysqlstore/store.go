@@ -553,8 +553,11 @@ var errTxAborted = errors.New("mysqlstore: transaction aborted by the database (
 func MapErr(err error) error { return mapErr(err) }
 
 func mapErr(err error) error {
-	var me *mysql.MySQLError
-	if err == nil || !errors.As(err, &me) || mapped(err) {
+	if err == nil { // every statement passes here: no errors.As target to allocate
+		return nil
+	}
+	me, ok := errors.AsType[*mysql.MySQLError](err)
+	if !ok || mapped(err) {
 		return err
 	}
 	switch me.Number {
