@@ -115,7 +115,7 @@ func serve(ctx context.Context, r *run, listen string) int {
 	// Pre-stop flushes and keeps the clients: FC may thaw and invoke the
 	// instance again. Only the end of the process closes them.
 	hooks := handler.Hooks{Init: a.Warm, PreStop: a.PreStop, Shutdown: func(context.Context) error { return a.Close() },
-		Secrets: a.Redactor.Add}
+		Secrets: a.Redactor.Hold}
 	if os.Getenv("FC_RUNTIME_API") != "" {
 		go1.Start(a.Pipeline.Handle, hooks)
 		return ExitOK
