@@ -108,9 +108,13 @@ func listenAddr(listen string, port int, getenv func(string) string) string {
 }
 
 func serve(ctx context.Context, r *run, listen string) int {
+	percent, limit := tuneGC(os.Getenv)
 	a, err := open(r.stdout, "serve", r.logLevel, os.Getenv) // FC collects stdout into the function's log store
 	if err != nil {
 		return openFailed(r.stderr, err)
+	}
+	if percent > 0 || limit > 0 {
+		a.Log.Info("gc tuned", "gogc", percent, "memory_limit_mib", limit>>20) // 0: left as Go or the user set it
 	}
 	// Pre-stop flushes and keeps the clients: FC may thaw and invoke the
 	// instance again. Only the end of the process closes them.
