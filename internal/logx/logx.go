@@ -17,13 +17,12 @@ import (
 
 type ctxKey struct{}
 
-// attrsCtx is ctx carrying log attributes. One allocation holds the context
-// and, when they fit (an invocation's and a task's do), the attributes:
-// With runs for every invocation and every task.
+// attrsCtx is ctx carrying log attributes: With runs for every invocation
+// and every task, and context.WithValue would box the slice in a third
+// allocation.
 type attrsCtx struct {
 	context.Context
-	attrs  []slog.Attr
-	inline [8]slog.Attr
+	attrs []slog.Attr
 }
 
 // Value answers ctxKey with c itself: a pointer is boxed without allocating,
@@ -39,11 +38,7 @@ func (c *attrsCtx) Value(key any) any {
 // Later values for the same key replace earlier ones.
 func With(ctx context.Context, attrs ...slog.Attr) context.Context {
 	prev := Attrs(ctx)
-	c := &attrsCtx{Context: ctx}
-	merged := c.inline[:0]
-	if n := len(prev) + len(attrs); n > len(c.inline) {
-		merged = make([]slog.Attr, 0, n)
-	}
+	merged := make([]slog.Attr, 0, len(prev)+len(attrs))
 	for _, a := range prev {
 		replaced := false
 		for _, b := range attrs {
@@ -56,8 +51,7 @@ func With(ctx context.Context, attrs ...slog.Attr) context.Context {
 			merged = append(merged, a)
 		}
 	}
-	c.attrs = append(merged, attrs...)
-	return c
+	return &attrsCtx{Context: ctx, attrs: append(merged, attrs...)}
 }
 
 // Attrs returns the attributes ctx carries.
