@@ -18,8 +18,9 @@ type Hooks struct {
 	// Shutdown closes the clients when the process ends (SIGTERM), after
 	// the invocations in flight have finished.
 	Shutdown func(ctx context.Context) error
-	// Secrets registers an invocation's credentials with the log redactor.
-	Secrets func(values ...string)
+	// Secrets registers an invocation's credentials with the log redactor
+	// until the invocation ends and calls release (logx.Redactor.Hold).
+	Secrets func(values ...string) (release func())
 }
 
 // Inflight counts the invocations that run, so that pre-stop and shutdown

@@ -25,14 +25,18 @@ func withTrace(ctx context.Context, c trace.Context) context.Context {
 // span of our own under meta.TraceParent (the invocation's traceparent
 // header, or what the go1 runtime hands over), or a new trace when it is
 // absent or invalid (an invalid one is logged and replaced, never an
-// error). The FC adapters call it before their first line; a ctx that
-// carries one already is returned as is.
-func TraceInvocation(ctx context.Context, meta Meta, log *slog.Logger) context.Context {
+// error). The FC adapters call it before their first line, with the
+// invocation's own log attributes (one logx.With for them and the trace's);
+// a ctx that carries a trace already keeps it.
+func TraceInvocation(ctx context.Context, meta Meta, log *slog.Logger, attrs ...slog.Attr) context.Context {
 	if _, ok := trace.FromContext(ctx); ok {
-		return ctx
+		if len(attrs) == 0 {
+			return ctx
+		}
+		return logx.With(ctx, attrs...)
 	}
 	c, err := trace.Continue(meta.TraceParent)
-	ctx = withTrace(ctx, c)
+	ctx = logx.With(trace.WithContext(ctx, c), append(attrs, slog.String(LogTraceID, c.TraceIDString()))...)
 	if err != nil {
 		log.InfoContext(ctx, "traceparent replaced by a new trace", "error", "the invocation's "+err.Error())
 	}

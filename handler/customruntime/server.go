@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +52,7 @@ const httpInvokePath = "/http-invoke"
 
 // ServeHTTP routes one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	path := r.Header.Get("x-fc-control-path")
+	path := r.Header.Get("X-Fc-Control-Path")
 	if path == "" {
 		path = r.URL.Path
 	}
@@ -75,17 +76,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Meta reads the platform headers.
+// Meta reads the platform headers. The names are spelled canonically, as
+// net/http stores them: Header.Get would otherwise allocate each name's
+// canonical form on every request.
 func Meta(h http.Header) handler.Meta {
 	m := handler.Meta{
-		RequestID: h.Get("x-fc-request-id"),
-		Credentials: handler.Credentials{AccessKeyID: h.Get("x-fc-access-key-id"),
-			AccessKeySecret: h.Get("x-fc-access-key-secret"), SecurityToken: h.Get("x-fc-security-token")},
-		FunctionName: h.Get("x-fc-function-name"), Region: h.Get("x-fc-region"), AccountID: h.Get("x-fc-account-id"),
-		RetryCount: -1, TraceParent: h.Get("traceparent"),
+		RequestID: h.Get("X-Fc-Request-Id"),
+		Credentials: handler.Credentials{AccessKeyID: h.Get("X-Fc-Access-Key-Id"),
+			AccessKeySecret: h.Get("X-Fc-Access-Key-Secret"), SecurityToken: h.Get("X-Fc-Security-Token")},
+		FunctionName: h.Get("X-Fc-Function-Name"), Region: h.Get("X-Fc-Region"), AccountID: h.Get("X-Fc-Account-Id"),
+		RetryCount: -1, TraceParent: h.Get("Traceparent"),
 	}
-	if n, err := strconv.Atoi(h.Get("x-fc-retry-count")); err == nil {
-		m.RetryCount = n
+	if v := h.Get("X-Fc-Retry-Count"); v != "" { // absent: no Atoi error to allocate
+		if n, err := strconv.Atoi(v); err == nil {
+			m.RetryCount = n
+		}
 	}
 	return m
 }
@@ -95,14 +100,14 @@ func Meta(h http.Header) handler.Meta {
 // now), whichever is sooner; ok is false when neither header is usable.
 func Deadline(h http.Header, now time.Time) (time.Time, bool) {
 	var dl time.Time
-	if v := strings.TrimSpace(h.Get("x-fc-function-deadline")); v != "" {
+	if v := strings.TrimSpace(h.Get("X-Fc-Function-Deadline")); v != "" {
 		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
 			dl = time.UnixMilli(ms)
 		} else if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 			dl = t
 		}
 	}
-	if v := strings.TrimSpace(h.Get("x-fc-function-timeout")); v != "" {
+	if v := strings.TrimSpace(h.Get("X-Fc-Function-Timeout")); v != "" {
 		if sec, err := strconv.ParseFloat(v, 64); err == nil && sec > 0 {
 			if t := now.Add(time.Duration(sec * float64(time.Second))); dl.IsZero() || t.Before(dl) {
 				dl = t
@@ -112,25 +117,29 @@ func Deadline(h http.Header, now time.Time) (time.Time, bool) {
 	return dl, !dl.IsZero()
 }
 
-// begin opens one invocation: counted in flight, its secrets registered for
-// redaction, its request id on every line, its deadline on the context. end
-// closes it.
+// begin opens one invocation: counted in flight, its secrets held for
+// redaction while it runs, its request id and trace on every line, its
+// deadline on the context. end closes it.
 func (s *Server) begin(r *http.Request) (context.Context, handler.Meta, func()) {
 	done := s.inflight.Begin()
 	meta := Meta(r.Header)
+	release := func() {}
 	if s.Hooks.Secrets != nil {
-		s.Hooks.Secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)
+		release = s.Hooks.Secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)
 	}
-	ctx := logx.With(r.Context(), slog.String("request_id", meta.RequestID), slog.String("fc_request_id", meta.RequestID))
-	ctx = handler.TraceInvocation(ctx, meta, s.Log) // on every line, the platform's ones included
+	// On every line, the platform's ones included.
+	ctx := handler.TraceInvocation(r.Context(), meta, s.Log,
+		slog.String("request_id", meta.RequestID), slog.String("fc_request_id", meta.RequestID))
 	cancel := context.CancelFunc(func() {})
 	if dl, ok := Deadline(r.Header, time.Now()); ok {
 		ctx, cancel = context.WithDeadline(ctx, dl)
 	}
-	s.Log.InfoContext(ctx, "FC Invoke Start RequestId: "+meta.RequestID)
+	id := meta.RequestID // the closure keeps the id, not the whole Meta
+	s.Log.InfoContext(ctx, "FC Invoke Start RequestId: "+id)
 	return ctx, meta, func() {
-		s.Log.InfoContext(ctx, "FC Invoke End RequestId: "+meta.RequestID)
+		s.Log.InfoContext(ctx, "FC Invoke End RequestId: "+id)
 		cancel()
+		release()
 		done()
 	}
 }
@@ -143,7 +152,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 	if limit <= 0 {
 		limit = DefaultMaxBody
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	body, err := readBody(r.Body, r.ContentLength, limit+1)
 	switch {
 	case err != nil:
 		// The platform's connection broke: FC must retry, nothing was read.
@@ -156,6 +165,33 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 	}
 	rep := s.Handle(ctx, body, meta)
 	writeJSON(w, rep.Status, rep.Body, rep.Status != http.StatusOK)
+}
+
+// readBody reads at most max bytes of body into one buffer sized from the
+// Content-Length FC sends (size, -1 when absent), so that an invocation's
+// body is read without growing and copying it.
+func readBody(body io.Reader, size, max int64) ([]byte, error) {
+	n := int64(512)
+	if size >= 0 {
+		n = min(size+1, max) // + 1: the read that sees EOF needs room
+	}
+	buf := make([]byte, 0, n)
+	for {
+		if int64(len(buf)) == max {
+			return buf, nil
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, int(min(int64(cap(buf)), max-int64(len(buf)))))
+		}
+		m, err := body.Read(buf[len(buf):min(int64(cap(buf)), max)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 func (s *Server) lifecycle(w http.ResponseWriter, r *http.Request, name string, fn func(context.Context) error) {
@@ -200,10 +236,14 @@ func failBody(typ, msg string) []byte {
 	return fmt.Appendf(nil, `{"errorType":%s,"errorMessage":%s}`, strconv.Quote(typ), strconv.Quote(msg))
 }
 
+// jsonType is every answer's Content-Type, shared: net/http only reads it.
+var jsonType = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, body []byte, failed bool) {
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h["Content-Type"] = jsonType
 	if failed {
-		w.Header().Set("x-fc-status", strconv.Itoa(status))
+		h.Set("X-Fc-Status", strconv.Itoa(status))
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

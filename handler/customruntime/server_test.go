@@ -2,6 +2,7 @@ package customruntime
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/idemgate/idemgate/handler"
@@ -248,5 +250,37 @@ func TestShutdownWhenServingEnds(t *testing.T) {
 	}
 	if got := rec.calls(); !slices.Equal(got, []string{"shutdown"}) {
 		t.Fatalf("calls %v, want one shutdown", got)
+	}
+}
+
+func TestReadBody(t *testing.T) {
+	const max = 1025 // the server's limit + 1
+	body := func(n int) string { return strings.Repeat("x", n) }
+	cases := []struct {
+		name    string
+		r       io.Reader
+		size    int64
+		want    int
+		wantErr bool
+	}{
+		{name: "sized by Content-Length", r: strings.NewReader(body(700)), size: 700, want: 700},
+		{name: "no Content-Length, grown past the first buffer", r: strings.NewReader(body(1000)), size: -1, want: 1000},
+		{name: "one byte a read", r: iotest.OneByteReader(strings.NewReader(body(600))), size: 600, want: 600},
+		{name: "empty", r: strings.NewReader(""), size: 0, want: 0},
+		{name: "exactly the limit", r: strings.NewReader(body(max - 1)), size: max - 1, want: max - 1},
+		{name: "over the limit, sized", r: strings.NewReader(body(5000)), size: 5000, want: max},
+		{name: "over the limit, unsized", r: strings.NewReader(body(5000)), size: -1, want: max},
+		{name: "a read fails", r: iotest.ErrReader(errors.New("reset")), size: 10, wantErr: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := readBody(c.r, c.size, max)
+			if (err != nil) != c.wantErr {
+				t.Fatalf("err = %v", err)
+			}
+			if !c.wantErr && (len(got) != c.want || strings.Trim(string(got), "x") != "") {
+				t.Errorf("read %d bytes, want %d", len(got), c.want)
+			}
+		})
 	}
 }

@@ -57,8 +57,8 @@ const ShutdownGrace = 30 * time.Second
 // $FC_RUNTIME_API. hooks.Init runs on FC's Initializer call, hooks.PreStop on
 // PreStop (after the invocations in flight have finished; the loop goes on
 // serving), hooks.Shutdown on SIGTERM (after them too), and then the process
-// exits 0; hooks.Secrets receives each invocation's AccessKey secret and STS
-// token for the log redactor. Start never returns: the SDK exits the process
+// exits 0; hooks.Secrets holds each invocation's AccessKey secret and STS
+// token for the log redactor while it runs. Start never returns: the SDK exits the process
 // (log.Fatalf) if its loop ends.
 func Start(handle Handle, hooks handler.Hooks) {
 	var fl handler.Inflight
@@ -111,16 +111,16 @@ func track(fl *handler.Inflight, h Handle) Handle {
 }
 
 // Handler returns the SDK event handler for handle: it builds the Meta from
-// the invocation's fccontext, registers the credentials with secrets (which
-// may be nil), and turns the Reply into the SDK's result. A 200 reply's body
+// the invocation's fccontext, holds the credentials with secrets (which
+// may be nil) while it runs, and turns the Reply into the SDK's result. A 200 reply's body
 // is the invocation result; any other status becomes an error so FC records
 // a failed invocation (and retries an async one or sends it to the failure
 // destination): see [ReplyError].
-func Handler(handle Handle, secrets func(values ...string)) func(ctx context.Context, payload []byte) (json.RawMessage, error) {
+func Handler(handle Handle, secrets func(values ...string) (release func())) func(ctx context.Context, payload []byte) (json.RawMessage, error) {
 	return func(ctx context.Context, payload []byte) (json.RawMessage, error) {
 		meta := Meta(ctx)
 		if secrets != nil {
-			secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)
+			defer secrets(meta.Credentials.AccessKeySecret, meta.Credentials.SecurityToken)()
 		}
 		// The same per-invocation log fields as the custom runtime.
 		ctx = logx.With(ctx, slog.String("request_id", meta.RequestID), slog.String("fc_request_id", meta.RequestID))

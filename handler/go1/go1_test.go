@@ -96,17 +96,18 @@ func TestHandler(t *testing.T) {
 
 func TestHandlerSecrets(t *testing.T) {
 	var got []string
+	released := 0
 	h := Handler(func(context.Context, []byte, handler.Meta) handler.Reply {
-		if len(got) == 0 {
-			t.Error("secrets were registered after handle ran")
+		if len(got) == 0 || released != 0 {
+			t.Errorf("while handle runs: secrets %q, released %d times", got, released)
 		}
 		return handler.Reply{Status: http.StatusOK, Body: []byte(`{}`)}
-	}, func(v ...string) { got = append(got, v...) })
+	}, func(v ...string) func() { got = append(got, v...); return func() { released++ } })
 	if _, err := h(fcCtx(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"sk-secret", "sts-token"}; !slices.Equal(got, want) {
-		t.Errorf("secrets = %q, want %q", got, want)
+	if want := []string{"sk-secret", "sts-token"}; !slices.Equal(got, want) || released != 1 {
+		t.Errorf("secrets = %q (want %q), released %d times (want 1)", got, want, released)
 	}
 }
 

@@ -83,10 +83,11 @@ func TestHelperProcess(t *testing.T) {
 			fmt.Println("helper: shutdown called")
 			return nil
 		},
-		Secrets: func(v ...string) {
+		Secrets: func(v ...string) func() {
 			mu.Lock()
 			defer mu.Unlock()
 			secrets = append(secrets, v...)
+			return func() {}
 		},
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgate/idemgate/idempotency"
 	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/config"
+	"github.com/idemgate/idemgate/internal/gctune"
 	"github.com/idemgate/idemgate/internal/logx"
 )
 
@@ -108,14 +109,18 @@ func listenAddr(listen string, port int, getenv func(string) string) string {
 }
 
 func serve(ctx context.Context, r *run, listen string) int {
+	percent, limit := gctune.Tune(os.Getenv)
 	a, err := open(r.stdout, "serve", r.logLevel, os.Getenv) // FC collects stdout into the function's log store
 	if err != nil {
 		return openFailed(r.stderr, err)
 	}
+	if percent > 0 || limit > 0 {
+		a.Log.Info("gc tuned", "gogc", percent, "memory_limit_mib", limit>>20) // 0: left as Go or the user set it
+	}
 	// Pre-stop flushes and keeps the clients: FC may thaw and invoke the
 	// instance again. Only the end of the process closes them.
 	hooks := handler.Hooks{Init: a.Warm, PreStop: a.PreStop, Shutdown: func(context.Context) error { return a.Close() },
-		Secrets: a.Redactor.Add}
+		Secrets: a.Redactor.Hold}
 	if os.Getenv("FC_RUNTIME_API") != "" {
 		go1.Start(a.Pipeline.Handle, hooks)
 		return ExitOK

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -68,5 +69,60 @@ func BenchmarkLine(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		log.InfoContext(ctx, "task answered", "status", "SUCCEEDED", "decision", "REPEAT_DONE", "duplicate", true, "attempt", 1, "duration_ms", int64(0))
+	}
+}
+
+// TestRedactorHold: an invocation's credentials are redacted while it runs,
+// whatever else comes and goes, and for a while after; the list does not
+// grow with every STS token an instance ever saw (FC rotates them).
+func TestRedactorHold(t *testing.T) {
+	red := &Redactor{}
+	red.Add("config-secret")
+	token := func(i int) string { return fmt.Sprintf("sts-token-%04d", i) }
+	long := red.Hold(token(0), "ak-secret-long")
+	if got := red.Redact("token " + token(0)); !strings.Contains(got, "[REDACTED]") {
+		t.Fatalf("held, not redacted: %q", got)
+	}
+	for i := 1; i <= 1000; i++ {
+		release := red.Hold(token(i), "ak-secret-long")
+		release()
+	}
+	cases := []struct {
+		name, line string
+		redacted   bool
+	}{
+		{"the process's own", "dsn config-secret", true},
+		{"held by a running invocation", "token " + token(0), true},
+		{"shared by the running one and many released", "ak-secret-long", true},
+		{"released last", "token " + token(1000), true},
+		{"released keepReleased ago", "token " + token(1000-keepReleased+1), true},
+		{"released long ago", "token " + token(1), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := red.Redact(c.line); strings.Contains(got, "[REDACTED]") != c.redacted {
+				t.Errorf("Redact(%q) = %q", c.line, got)
+			}
+		})
+	}
+	if n := len(*red.all.Load()); n > 3+keepReleased {
+		t.Errorf("%d secrets after 1000 tokens, want at most %d", n, 3+keepReleased)
+	}
+	long()
+	long() // a second release of the same invocation is a no-op
+	if got := red.Redact("token " + token(0)); !strings.Contains(got, "[REDACTED]") {
+		t.Errorf("just released, not redacted: %q", got)
+	}
+	if n := len(red.held); n != 0 {
+		t.Errorf("%d values held after every release", n)
+	}
+}
+
+// TestRedactorNested: a secret that contains another is replaced whole.
+func TestRedactorNested(t *testing.T) {
+	red := &Redactor{}
+	red.Add("secret", "secret-and-more")
+	if got := red.Redact("x secret-and-more y"); got != "x [REDACTED] y" {
+		t.Errorf("Redact = %q", got)
 	}
 }

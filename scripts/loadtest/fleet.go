@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/idemgate/idemgate/deploy"
 	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
@@ -39,7 +41,10 @@ func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, fakeE
 		}
 	}
 	f.stateDir = filepath.Join(work, "state")
-	env := append([]string{"MYSQL_DSN=" + o.MySQLDSN, "STATE_DIR=" + f.stateDir}, fakeEnv...)
+	// FC_FUNCTION_MEMORY_SIZE as FC sets it from the deployed memorySize: serve
+	// sizes its GC from it (internal/gctune).
+	env := append([]string{"MYSQL_DSN=" + o.MySQLDSN, "STATE_DIR=" + f.stateDir,
+		"FC_FUNCTION_MEMORY_SIZE=" + strconv.Itoa(deploy.Idemgate().Function.MemoryMB)}, fakeEnv...)
 	f.env = env
 	if _, err := proc.CLI(ctx, bin, env, "migrate"); err != nil {
 		return err

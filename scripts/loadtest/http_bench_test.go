@@ -25,7 +25,7 @@ func BenchmarkHTTPDuplicateRedis(b *testing.B) {
 	a, body := finishedKey(b, devnull)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Log: a.Log, Hooks: handler.Hooks{Secrets: a.Redactor.Add}}
+	srv := &customruntime.Server{Handle: a.Pipeline.Handle, Log: a.Log, Hooks: handler.Hooks{Secrets: a.Redactor.Hold}}
 	addr := make(chan string, 1)
 	go func() {
 		_ = srv.ListenAndServe(ctx, "127.0.0.1:0", func(bound net.Addr) { addr <- bound.String() })

@@ -37,10 +37,12 @@ import (
 	"github.com/idemgate/idemgate/idempotency/mysqlstore"
 	"github.com/idemgate/idemgate/internal/config"
 	"github.com/idemgate/idemgate/internal/dev/rawpipe"
+	"github.com/idemgate/idemgate/internal/gctune"
 	"github.com/idemgate/idemgate/ossresult"
 )
 
 func main() {
+	gctune.Tune(os.Getenv) // the function's GC (serve's), so that the floor is not charged more collections
 	p, port, err := open(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rawfn:", err)
