@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,9 +184,9 @@ func TestRigTinyForm(t *testing.T) {
 }
 
 // TestRigProfile: a tiny rig with -profile writes, for its configuration, a
-// perf.data and two reports per profiled phase that name the functions of
-// the binary profiled (the function's packages; the raw function's main),
-// and leaves no perf behind.
+// perf.data and two reports per profiled phase: self.txt has samples in the
+// binary profiled, by-function.txt names its own code (the function's
+// packages; the raw function's main), and no perf is left behind.
 func TestRigProfile(t *testing.T) {
 	needRig(t)
 	if _, err := exec.LookPath("perf"); err != nil {
@@ -199,16 +200,20 @@ func TestRigProfile(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for phase, symbol := range map[string]string{"first-delivery": "idemgate/idemgate/", "dup-redis": "idemgate/idemgate/",
-		"raw-function": "main."} {
-		base := filepath.Join(dir, "c4-150µs", phase)
+	for _, p := range []struct{ phase, binary, symbol string }{
+		{"first-delivery", "main", "idemgate/idemgate/"}, {"dup-redis", "main", "idemgate/idemgate/"}, {"raw-function", "rawfn", "main."},
+	} {
+		base := filepath.Join(dir, "c4-150µs", p.phase)
 		if st, err := os.Stat(filepath.Join(base, "perf.data")); err != nil || st.Size() == 0 {
-			t.Errorf("%s: no perf.data (%v)", phase, err)
+			t.Errorf("%s: no perf.data (%v)", p.phase, err)
 		}
-		for _, f := range []string{"self.txt", "by-function.txt"} {
+		for f, want := range map[string]*regexp.Regexp{
+			"self.txt":        regexp.MustCompile(`(?m)^\s+[0-9.]+%\s+` + p.binary + `\s+\[\.\] \S+\.`), // a Go symbol of the binary
+			"by-function.txt": regexp.MustCompile(`(?m)^\s+[0-9.]+%.*\[\.\] .*` + regexp.QuoteMeta(p.symbol)),
+		} {
 			b, err := os.ReadFile(filepath.Join(base, f))
-			if err != nil || !strings.Contains(string(b), symbol) {
-				t.Errorf("%s/%s names no %q (%v):\n%s", phase, f, symbol, err, b)
+			if err != nil || !want.Match(b) {
+				t.Errorf("%s/%s lacks %s (%v):\n%s", p.phase, f, want, err, b)
 			}
 		}
 	}
