@@ -34,9 +34,15 @@ type fleet struct {
 func (f *fleet) spawnFunction(ctx context.Context, o Options, work string, fakeEnv []string, logf func(string, ...any)) error {
 	bin := o.Bin
 	if bin == "" {
-		logf("building the function (CGO_ENABLED=0 -trimpath -ldflags='-s -w') …")
 		var err error
-		if bin, err = proc.Build(ctx, work, true); err != nil {
+		if o.PerfDir != "" { // the same code, with the symbols perf names it by
+			logf("building the function (CGO_ENABLED=0 -trimpath, symbols kept for -perf-dir) …")
+			bin, err = proc.BuildProfiled(ctx, ".", filepath.Join(work, "main"))
+		} else {
+			logf("building the function (CGO_ENABLED=0 -trimpath -ldflags='-s -w') …")
+			bin, err = proc.Build(ctx, work, true)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -50,7 +50,9 @@
 // all three inside the load generator (fakes.go). -rate offers the main
 // phase's deliveries open loop (the seed's shape: 4 200/s for 30 s). Everything
 // listens on and dials loopback; every loop is bounded in count and by
-// -max-duration.
+// -max-duration. -perf-dir DIR profiles the instances with Redis and the raw
+// function with perf record during their phases' measured slices (perf.go);
+// the binaries it builds then keep their symbols.
 package main
 
 import (
@@ -60,6 +62,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -121,6 +124,7 @@ func run(args []string) int {
 	fs.StringVar(&o.Floors, "floors", FloorsAll, "the baselines: all (bare handler processes, Redis and MySQL floors), or mysql (raw INSERT+UPDATE and the engine's claim+complete only: no bare handler, which listens on loopback)")
 	fs.BoolVar(&o.NoQuiet, "notify-only", false, "run only the first-delivery and raw-pipeline phases with notify (not their no-notify twins)")
 	observe := fs.String("observe", "", "more processes whose CPU each phase is charged, per request, beside the instances and this program: NAME=PID[+PID…],… (scripts/netrig: the servers and its delay proxies)")
+	fs.StringVar(&o.PerfDir, "perf-dir", "", "profile the instances with Redis in the first-delivery and dup-redis phases, and the raw function in its phase, with perf record (cpu-clock, call graphs; only during those phases' measured slices) into DIR/<phase>/: perf.data, self.txt (perf report --no-children) and by-function.txt (the 40 symbols with the most CPU, callees included); the binaries built here keep their symbols. Needs -spawn and perf")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory of spawned instances (logs, result objects)")
 	progressMode := fs.String("progress", "auto", progress.FlagUsage)
 	var err error
@@ -213,6 +217,7 @@ type Options struct {
 	NoQuiet      bool             // -notify-only
 	Observe      map[string][]int // more processes charged per phase (-observe)
 	WorkDir      string           // "": a temporary directory
+	PerfDir      string           // -perf-dir: perf profiles of the profiled phases (perf.go)
 	// Progress receives the progress bar (nil: none); Log receives setup
 	// lines (nil: none).
 	Progress, Log io.Writer
@@ -257,6 +262,13 @@ func (o *Options) check() error {
 		return fmt.Errorf("-floors: want %s or %s", FloorsAll, FloorsMySQL)
 	case len(o.InstanceWrap) > 0 && o.Spawn == 0:
 		return errors.New("-instance-exec needs -spawn")
+	case o.PerfDir != "" && o.Spawn == 0:
+		return errors.New("-perf-dir needs -spawn: it profiles the processes the load test starts")
+	}
+	if o.PerfDir != "" {
+		if _, err := exec.LookPath("perf"); err != nil {
+			return ErrNoPerf
+		}
 	}
 	if o.Rate > 0 {
 		o.N = max(1, int(o.Rate*o.Window.Seconds()+0.5))

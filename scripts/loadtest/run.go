@@ -123,12 +123,20 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Summary, error) {
 	if err := r.warmUp(); err != nil {
 		return nil, err
 	}
+	if err := r.startProfiler(); err != nil {
+		return nil, err
+	}
 	for run := 1; run <= o.Repeat && ctx.Err() == nil; run++ {
 		rr, err := r.measure(run)
 		if err != nil {
 			return nil, err
 		}
 		r.sum.Runs = append(r.sum.Runs, rr)
+	}
+	// The reports are written while the instances, whose binaries perf
+	// names the functions of, still run.
+	if err := r.prof.finish(ctx); err != nil {
+		return nil, err
 	}
 	if ctx.Err() != nil {
 		r.sum.Problems = append(r.sum.Problems, "stopped early: "+ctx.Err().Error())
@@ -149,6 +157,7 @@ type runner struct {
 	fl       *fleet
 	fk       *fakes        // OSS, model and notify receiver (spawned instances only)
 	raw      *rawPipeline  // the first delivery's floor (nil: not measured)
+	prof     *profiler     // -perf-dir's perf sessions (nil: none)
 	probe    *sqlProbe     // MySQL counters around each slice (nil: not read)
 	mdb      *proc.MariaDB // -private-mysql's server
 	client   *http.Client
@@ -273,7 +282,7 @@ func (r *runner) startFleet() error {
 	rawBin := o.RawBin
 	if o.Spawn > 0 && o.FirstN > 0 && rawBin == "" {
 		var err error
-		if rawBin, err = proc.BuildPackage(r.ctx, "./scripts/loadtest/rawfn", filepath.Join(r.work, "rawfn"), true); err != nil {
+		if rawBin, err = buildProfilable(r.ctx, o, "./scripts/loadtest/rawfn", filepath.Join(r.work, "rawfn")); err != nil {
 			return fmt.Errorf("raw function: %w (or give -raw-bin, or -first-n 0 to skip the first deliveries)", err)
 		}
 	}
@@ -314,6 +323,7 @@ func (r *runner) teardown() {
 	if r.client != nil {
 		r.client.CloseIdleConnections()
 	}
+	_ = r.prof.stop() // before the processes it records end
 	if r.fl != nil {
 		r.fl.stop()
 	}

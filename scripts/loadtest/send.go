@@ -336,9 +336,12 @@ func (r *runner) runSlice(j Job, lo, hi int, done *atomic.Int64) (PhaseResult, S
 	if r.probe != nil {
 		perr = r.probe.begin(r.ctx)
 	}
+	perf := r.prof.session(j.Name) // -perf-dir: records this slice of its phase
+	perf.command("enable")
 	cpu0, procs0 := proc.CPUTime(j.PIDs), r.observeCPU()
 	res := j.Run(lo, hi, done)
 	sl := Slice{Wall: res.Wall, CPU: proc.CPUTime(j.PIDs) - cpu0, Requests: len(res.Results), Tasks: executions(res.Results)}
+	perf.command("disable")
 	if procs0 != nil {
 		sl.Procs = r.observeCPU()
 		for name, d := range procs0 {

@@ -31,6 +31,20 @@
 //	go run ./scripts/netrig                         # the full form: c = 32 and 400, 150 and 500 µs, 3 runs each
 //	go run ./scripts/netrig -short                  # CI's: c = 32, 150 µs, one short run
 //	go run ./scripts/netrig -delay 0 -c 32 -runs 1  # today's figures: servers reached directly, no delay
+//	go run ./scripts/netrig -c 32 -delay 150us -runs 1 -profile /tmp/rigprof  # and where the CPU goes
+//
+// -profile DIR records, with perf record -e cpu-clock -g (no hardware
+// counters needed), the function's instances with Redis during the
+// first-delivery and Redis-duplicate phases and the raw function during its
+// own, each only while one of that phase's measured slices runs (the load
+// test's -perf-dir, scripts/loadtest/perf.go: perf's control FIFO), and
+// writes per configuration and phase DIR/c32-150µs/<phase>/perf.data,
+// self.txt (perf report --no-children: the samples by symbol) and
+// by-function.txt (the 40 symbols with the most CPU, callees included), so
+// that the function's own CPU can be read beside the raw function's. With
+// it the two binaries keep their symbol tables (built without -s -w: the
+// same machine code), and the profiled phases' CPU figures include the cost
+// of perf's sampling. Without perf on PATH it fails naming it.
 //
 // Its work directory (the binaries, the private MariaDB's data, the
 // instances' files) is under TMPDIR; on a machine whose disk other work
@@ -39,7 +53,8 @@
 // completing write then answers "timeout": a wrong answer to the rig).
 //
 // Needs root (ip netns), ip, taskset, and tc unless -delay-mode proxy;
-// redis-server, redis-cli, mariadbd, mariadb-install-db and mariadb-admin.
+// redis-server, redis-cli, mariadbd, mariadb-install-db and mariadb-admin;
+// perf with -profile.
 // It starts and stops everything itself: namespaces igrig<pid>-*, a private
 // Redis and MariaDB inside them, and removes them, the work directory and
 // every process on every exit path, then checks that nothing is left.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,6 +120,16 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("exit %d, stderr %q; want 2 naming tc", code, errb.String())
 		}
 	})
+	// -profile without perf is an error naming it, never a run without the
+	// profiles: checked first, before root and the other tools.
+	t.Run("no perf", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir())
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"-profile", t.TempDir(), "-delay-mode", "proxy"}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "-profile: perf not found on PATH") {
+			t.Fatalf("exit %d, stderr %q; want 2 naming perf", code, errb.String())
+		}
+	})
 }
 
 // needRig skips without root and the servers' binaries, and fails under
@@ -165,6 +176,45 @@ func TestRigTinyForm(t *testing.T) {
 		"raw pipeline, own process", "| first-delivery throughput / raw function's | 4 | 150µs", "cleanup: checked, nothing left"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q", want)
+		}
+	}
+	if left := netrig.Leftovers(os.Getpid()); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestRigProfile: a tiny rig with -profile writes, for its configuration, a
+// perf.data and two reports per profiled phase: self.txt has samples in the
+// binary profiled, by-function.txt names its own code (the function's
+// packages; the raw function's main), and no perf is left behind.
+func TestRigProfile(t *testing.T) {
+	needRig(t)
+	if _, err := exec.LookPath("perf"); err != nil {
+		t.Skip("-profile needs perf")
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-profile", dir, "-delay", "150us", "-c", "4", "-runs", "1", "-spawn", "1",
+		"-n", "40", "-dup-n", "300", "-first-n", "60", "-base-n", "30", "-slices", "2"}, &out, &errb)
+	t.Log("\n" + out.String() + errb.String())
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, p := range []struct{ phase, binary, symbol string }{
+		{"first-delivery", "main", "idemgate/idemgate/"}, {"dup-redis", "main", "idemgate/idemgate/"}, {"raw-function", "rawfn", "main."},
+	} {
+		base := filepath.Join(dir, "c4-150µs", p.phase)
+		if st, err := os.Stat(filepath.Join(base, "perf.data")); err != nil || st.Size() == 0 {
+			t.Errorf("%s: no perf.data (%v)", p.phase, err)
+		}
+		for f, want := range map[string]*regexp.Regexp{
+			"self.txt":        regexp.MustCompile(`(?m)^\s+[0-9.]+%\s+` + p.binary + `\s+\[\.\] \S+\.`), // a Go symbol of the binary
+			"by-function.txt": regexp.MustCompile(`(?m)^\s+[0-9.]+%.*\[\.\] .*` + regexp.QuoteMeta(p.symbol)),
+		} {
+			b, err := os.ReadFile(filepath.Join(base, f))
+			if err != nil || !want.Match(b) {
+				t.Errorf("%s/%s lacks %s (%v):\n%s", p.phase, f, want, err, b)
+			}
 		}
 	}
 	if left := netrig.Leftovers(os.Getpid()); len(left) > 0 {
@@ -286,11 +336,34 @@ func TestRigStopsStuckServers(t *testing.T) {
 }
 
 // TestRigInterrupted: an interrupt (SIGINT, SIGTERM: the context) while the
-// load test runs stops it, its instances, the servers and the proxies, and
-// leaves nothing: no namespace, no process, no work directory (the load
-// test's own is inside the rig's).
+// load test runs stops it, its instances, the servers and the proxies (and,
+// with -profile, its perf records), and leaves nothing: no namespace, no
+// process, no work directory (the load test's own is inside the rig's).
 func TestRigInterrupted(t *testing.T) {
 	needRig(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		mark string // interrupted when the output has it
+	}{
+		// -v streams the load test's output: its targets line comes once
+		// its instances run, its perf line once perf records them.
+		{"while the instances run", nil, "MySQL-only targets"},
+		{"while perf records", []string{"-profile", ""}, "perf record of raw-function"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.args) > 0 {
+				if _, err := exec.LookPath("perf"); err != nil {
+					t.Skip("-profile needs perf")
+				}
+				tc.args[1] = t.TempDir()
+			}
+			checkInterruptedRun(t, tc.args, tc.mark)
+		})
+	}
+}
+
+func checkInterruptedRun(t *testing.T, extra []string, mark string) {
 	loadDirs := func() map[string]bool { // the load test's own work directories, were they outside the rig's
 		m := map[string]bool{}
 		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "idemgate-loadtest-*"))
@@ -302,12 +375,10 @@ func TestRigInterrupted(t *testing.T) {
 	before := loadDirs()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// -v streams the load test's output: its targets line comes once its
-	// instances run.
-	out := &cancelOn{mark: "MySQL-only targets", cancel: cancel}
+	out := &cancelOn{mark: mark, cancel: cancel}
 	var errb bytes.Buffer
-	code := run(ctx, []string{"-v", "-delay", "150us", "-c", "4", "-runs", "1", "-spawn", "1", "-n", "40",
-		"-dup-n", "20000", "-first-n", "20000", "-base-n", "30", "-slices", "2"}, out, &errb)
+	code := run(ctx, append([]string{"-v", "-delay", "150us", "-c", "4", "-runs", "1", "-spawn", "1", "-n", "40",
+		"-dup-n", "20000", "-first-n", "20000", "-base-n", "30", "-slices", "2"}, extra...), out, &errb)
 	checkInterrupted(t, code, out.b.String()+errb.String())
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-*", workPrefix, os.Getpid())))
 	if len(dirs) > 0 {

@@ -37,6 +37,7 @@ type Options struct {
 	JSON, MD  string
 	Verbose   bool
 	Logs      string        // keep each load test's output in this directory
+	Profile   string        // perf profiles of the function's and the raw function's phases, per configuration, in this directory
 	GenProcs  int           // GOMAXPROCS of the load generator (0: Go's default for its CPUs)
 	MaxPerRun time.Duration // -max-duration of each load-test invocation
 }
@@ -96,6 +97,7 @@ func parse(args []string, stderr io.Writer) (Options, error) {
 	fs.BoolVar(&o.Verbose, "v", false, "stream the load test's output")
 	fs.IntVar(&o.GenProcs, "gen-procs", o.GenProcs, "GOMAXPROCS of the load generator, which runs the fakes (and the in-generator raw pipeline, reported but not judged) itself: pinned to one CPU Go gives it 1, and on a machine busy with other work the fakes would then answer the instances late; 0: Go's default")
 	fs.StringVar(&o.Logs, "logs", "", "keep each configuration's load-test output in DIR (loadtest-c32-150µs.log …)")
+	fs.StringVar(&o.Profile, "profile", "", "record the function instances' CPU (first deliveries with Redis, Redis duplicates) and the raw function's with perf record (cpu-clock, call graphs) during those phases' measured slices, into DIR/<configuration>/<phase>/: perf.data, self.txt (perf report --no-children) and by-function.txt (the 40 symbols with the most CPU, callees included); the binaries keep their symbols (the same code). Needs perf")
 	fs.DurationVar(&o.MaxPerRun, "max-duration", o.MaxPerRun, "cap on each configuration's load test")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -103,9 +105,11 @@ func parse(args []string, stderr io.Writer) (Options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.Logs != "" {
-		if err := os.MkdirAll(o.Logs, 0o755); err != nil {
-			return o, fmt.Errorf("-logs: %w", err)
+	for _, d := range []struct{ flag, dir string }{{"-logs", o.Logs}, {"-profile", o.Profile}} {
+		if d.dir != "" {
+			if err := os.MkdirAll(d.dir, 0o755); err != nil {
+				return o, fmt.Errorf("%s: %w", d.flag, err)
+			}
 		}
 	}
 	var err error
@@ -161,6 +165,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "netrig:", err)
 		return 2
+	}
+	if o.Profile != "" {
+		if _, err := netrig.LookPath("perf"); err != nil {
+			fmt.Fprintln(stderr, "netrig: -profile: perf not found on PATH (the linux-perf / linux-tools package); no run without the profiles asked for")
+			return 2
+		}
 	}
 	if err := netrig.Preflight(o.Mode, maxDuration(o.Delays), netrig.LookPath, netrig.Euid()); err != nil {
 		fmt.Fprintln(stderr, "netrig:", err)
@@ -220,14 +230,20 @@ func (r *rig) run(ctx context.Context) ([]*Config, error) {
 		}
 	}
 	r.say("building the function and the load test …")
-	if r.fnBin, err = proc.Build(ctx, r.work, true); err != nil {
+	// With -profile the function and the raw function keep their symbol
+	// tables (the same machine code; perf names functions by them).
+	build := func(pkg, bin string) (string, error) { return proc.BuildPackage(ctx, pkg, bin, true) }
+	if o.Profile != "" {
+		build = func(pkg, bin string) (string, error) { return proc.BuildProfiled(ctx, pkg, bin) }
+	}
+	if r.fnBin, err = build(".", filepath.Join(r.work, "main")); err != nil {
 		return nil, err
 	}
 	if r.ltBin, err = proc.BuildPackage(ctx, "./scripts/loadtest", filepath.Join(r.work, "loadtest"), false); err != nil {
 		return nil, err
 	}
 	// The raw function is built as the function is (scripts/build.sh's flags).
-	if r.rawBin, err = proc.BuildPackage(ctx, "./scripts/loadtest/rawfn", filepath.Join(r.work, "rawfn"), true); err != nil {
+	if r.rawBin, err = build("./scripts/loadtest/rawfn", filepath.Join(r.work, "rawfn")); err != nil {
 		return nil, err
 	}
 	if r.net, err = netrig.Create(ctx, os.Getpid()); err != nil {
@@ -344,6 +360,9 @@ func (r *rig) measure(ctx context.Context, cfg *Config) error {
 		"-instance-exec", strings.Join(r.net.Exec(netrig.RoleFunction, r.pin[netrig.RoleFunction]), " "),
 		"-instance-host", r.net.Addr[netrig.RoleFunction], "-fakes-host", r.net.Addr[netrig.RoleGen],
 		"-floors", "mysql", "-notify-only", "-observe", observe, "-json", jsonPath, "-progress", "off")
+	if o.Profile != "" {
+		args = append(args, "-perf-dir", filepath.Join(o.Profile, name))
+	}
 	r.say("\n== c = %d, one-way delay %s (%s): %d run(s) of %d first deliveries, %d duplicates a phase …",
 		cfg.C, cfg.Delay, cfg.Mode, o.Runs, o.FirstN, o.DupN)
 	log, err := os.Create(logPath)
@@ -386,6 +405,9 @@ func (r *rig) measure(ctx context.Context, cfg *Config) error {
 	js, err := os.ReadFile(jsonPath)
 	if err != nil {
 		return err
+	}
+	if o.Profile != "" {
+		r.say("profiles: %s/{first-delivery,dup-redis,raw-function}/ (perf.data, self.txt, by-function.txt)", filepath.Join(o.Profile, name))
 	}
 	return cfg.read(js)
 }

@@ -47,13 +47,27 @@ func Build(ctx context.Context, dir string, deploy bool) (string, error) {
 // BuildPackage builds the package pkg (relative to the repository root) into
 // bin, with the deploy flags when deploy is set.
 func BuildPackage(ctx context.Context, pkg, bin string, deploy bool) (string, error) {
+	return buildPackage(ctx, pkg, bin, deploy, deploy)
+}
+
+// BuildProfiled builds pkg into bin as BuildPackage's deploy does, but keeps
+// the symbol table (no -s -w): the same machine code, whose functions a
+// profiler such as perf can name.
+func BuildProfiled(ctx context.Context, pkg, bin string) (string, error) {
+	return buildPackage(ctx, pkg, bin, true, false)
+}
+
+func buildPackage(ctx context.Context, pkg, bin string, deploy, strip bool) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	args := []string{"build", "-o", bin, pkg}
-	if deploy {
+	switch {
+	case deploy && strip:
 		args = []string{"build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg}
+	case deploy:
+		args = []string{"build", "-trimpath", "-o", bin, pkg}
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
