@@ -70,12 +70,12 @@ func sdkExtension(name string, raw []byte) bool {
 	}
 }
 
-// plainInteger: -?digits, at most 10 of them.
+// plainInteger: -?digits (extensionAttrs has held them to 32 bits).
 func plainInteger(v []byte) bool {
 	if len(v) > 0 && v[0] == '-' {
 		v = v[1:]
 	}
-	if len(v) == 0 || len(v) > 10 {
+	if len(v) == 0 {
 		return false
 	}
 	for _, c := range v {

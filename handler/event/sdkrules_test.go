@@ -170,3 +170,13 @@ func sdkSeeds(tb testing.TB) [][]byte {
 	}
 	return out
 }
+
+// TestGoodMediaTypes: the values checkMediaType takes without a parse are
+// values its parse accepts.
+func TestGoodMediaTypes(t *testing.T) {
+	for v := range goodMediaTypes {
+		if msg := parseMediaType(v); msg != "" {
+			t.Errorf("%q: %s", v, msg)
+		}
+	}
+}
