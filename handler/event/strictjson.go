@@ -166,11 +166,10 @@ func (d *decoder) object(b []byte, withData bool) (*object, json.RawMessage, err
 	start := d.dec.InputOffset() - 1
 	obj := &object{members: make(map[string]json.RawMessage, 16)}
 	for d.dec.PeekKind() != '}' {
-		name, err := d.dec.ReadToken()
+		key, err := d.name()
 		if err != nil {
 			return nil, nil, err
 		}
-		key := name.String()
 		var v json.RawMessage
 		if withData && key == "data" && d.dec.PeekKind() == '{' {
 			var data *object
@@ -190,6 +189,41 @@ func (d *decoder) object(b []byte, withData bool) (*object, json.RawMessage, err
 	}
 	return obj, b[start:d.dec.InputOffset()], nil
 }
+
+// name reads the member name that comes next. One without escapes that
+// events usually carry is taken from commonNames, without a copy: a
+// duplicate's parse reads a score of them.
+func (d *decoder) name() (string, error) {
+	if d.dec.PeekKind() != '"' { // not a name: ReadToken says what is wrong
+		t, err := d.dec.ReadToken()
+		return t.String(), err
+	}
+	v, err := d.dec.ReadValue() // reads a name as ReadToken does, repeats refused
+	if err != nil {
+		return "", err
+	}
+	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		if s, ok := commonNames[string(inner)]; ok {
+			return s, nil
+		}
+		return string(inner), nil
+	}
+	s, err := jsontext.AppendUnquote(nil, v)
+	return string(s), err
+}
+
+// commonNames are the member names of EventBridge's CloudEvents and of the
+// task data (docs/events.md), each its own value.
+var commonNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{"specversion", "id", "source", "type", "subject", "time", "datacontenttype",
+		"dataschema", "data", "data_base64", "aliyunaccountid", "aliyunpublishtime", "aliyunoriginalaccountid",
+		"aliyuneventbusname", "aliyunregionid", "aliyunpublishaddr", "tenant_id", "task_type", "operation",
+		"input", "input_version", "request_id", "idempotency_key", "notify"} {
+		m[n] = n
+	}
+	return m
+}()
 
 func (d *decoder) value(b []byte) (json.RawMessage, error) {
 	v, err := d.dec.ReadValue()

@@ -192,7 +192,7 @@ func ValidKeyPrefix(p string) bool {
 func Key(k string) string { return "idem:{" + k + "}" }
 
 // Key is the Redis key of K in this layer: its prefix, then Key(k).
-func (l *Layer) Key(k string) string { return l.prefix + Key(k) }
+func (l *Layer) Key(k string) string { return l.prefix + "idem:{" + k + "}" } // Key(k) in one concatenation
 
 // Claim reads key (Layer.read) and, unless that answers, runs the claim
 // script: a second round trip, within the same bound.
