@@ -257,7 +257,8 @@ func (r *runner) startMariaDB() error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	if r.mdb, err = proc.StartMariaDB(r.ctx, dir); err != nil {
+	if r.mdb, err = proc.StartMariaDBWith(r.ctx, dir, proc.MariaDBOptions{Placement: proc.Placement{
+		Args: []string{proc.LoadRedoLog}}}); err != nil {
 		return err
 	}
 	r.o.MySQLDSN = r.mdb.DSN(cfg.DBName)

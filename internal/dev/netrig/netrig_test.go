@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/dev/proc"
 )
 
 func TestPreflight(t *testing.T) {
@@ -293,5 +296,40 @@ func TestStopKillsAStuckServer(t *testing.T) {
 	}
 	if p.Alive() || alive(p.Pid()) {
 		t.Error("the process is still there")
+	}
+}
+
+// TestMariaDBRedoLogOutlastsALoadTest: the rig's server has proc.LoadRedoLog's
+// redo log, not the private servers' default 16 MiB, which a first-delivery
+// phase fills within seconds: every write then waits for a checkpoint, and
+// the rig saw that wait stall all writes for 42 s (completes failing at the
+// engine's 5 s bound).
+func TestMariaDBRedoLogOutlastsALoadTest(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("mariadb"); err != nil {
+		t.Skip("no mariadb client")
+	}
+	ctx := context.Background()
+	n, err := Create(ctx, os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	m, err := n.StartMariaDB(ctx, t.TempDir(), "", 20)
+	if err != nil {
+		if errors.Is(err, proc.ErrNoMariaDB) && os.Getenv("CI") != "true" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	out, err := exec.Command("mariadb", "--no-defaults", "-uroot", "--socket="+m.Socket(), "-N", "-e",
+		"SELECT @@innodb_log_file_size").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	const least = 512 << 20
+	if size, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err != nil || size < least {
+		t.Fatalf("innodb_log_file_size = %s; want at least %d", out, least)
 	}
 }

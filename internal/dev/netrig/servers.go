@@ -125,7 +125,8 @@ func (n *Net) StartMariaDB(ctx context.Context, dir, cpus string, maxConns int) 
 		return nil
 	}
 	m, err := proc.StartMariaDBWith(ctx, dir, proc.MariaDBOptions{Placement: proc.Placement{Wrap: n.Exec(RoleMySQL, cpus),
-		Host: n.Addr[RoleMySQL], Port: MySQLPort, Args: []string{"--skip-name-resolve", "--max-connections=" + strconv.Itoa(maxConns)}},
+		Host: n.Addr[RoleMySQL], Port: MySQLPort, Args: []string{"--skip-name-resolve", "--max-connections=" + strconv.Itoa(maxConns),
+			proc.LoadRedoLog}},
 		Ready: func(ctx context.Context, m *proc.MariaDB) error { return sql(ctx, m, "SELECT 1") }})
 	if err != nil {
 		return nil, err

@@ -51,6 +51,14 @@ type MariaDBOptions struct {
 	Ready func(ctx context.Context, m *MariaDB) error
 }
 
+// LoadRedoLog is the redo log of a private server under sustained load (the
+// load test's, the rig's; Placement.Args): the default 16 MiB fills within
+// seconds of a load test's writes, and once the checkpoint age reaches the
+// log's capacity every write waits for a checkpoint. The rig saw such a
+// wait last 42 s (scripts/netrig's first-delivery/mysql "complete: context
+// deadline exceeded"); a production server's redo log is gigabytes.
+const LoadRedoLog = "--innodb-log-file-size=512M"
+
 // StartMariaDBWith is StartMariaDB placed as o says.
 func StartMariaDBWith(ctx context.Context, dir string, o MariaDBOptions) (*MariaDB, error) {
 	server, install, err := mariadbBinaries()
