@@ -129,5 +129,6 @@ func proxyMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// waitGrace bounds how long a server is given to stop.
-const waitGrace = 20 * time.Second
+// waitGrace bounds how long a server is given to stop (a variable only so
+// that TestRigStopsStuckServers need not wait it out).
+var waitGrace = 20 * time.Second

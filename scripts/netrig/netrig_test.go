@@ -308,6 +308,9 @@ func checkInterrupted(t *testing.T, code int, out string) {
 // grace: the cleanup ends, within the bound, and leaves nothing.
 func TestRigStopsStuckServers(t *testing.T) {
 	needRig(t)
+	// The same path with a shorter grace: SIGKILL follows it either way.
+	defer func(g time.Duration) { waitGrace = g }(waitGrace)
+	waitGrace = 2 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopServers := func() {
