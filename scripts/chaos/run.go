@@ -509,8 +509,13 @@ type sweepOutcome struct {
 	ErrorType string `json:"errorType"`
 }
 
-// sweepAll runs `sweep --grace 0s` until it re-drives nothing (at most five
-// times) and returns the last sweep outcome per key.
+// sweepAll runs `sweep --grace 0s` until it re-drives nothing and leaves
+// nothing in a retry back-off (at most five times), and returns the last
+// sweep outcome per key. A retryable failure the sweep itself made (the
+// model's injected 503) is in its back-off at the next sweep, which rightly
+// leaves it (handler.SweepReport.Backoff): the loop waits it out (the
+// engine's 1 s doubled per attempt, at most a lease) instead of ending
+// with the record FAILED_RETRYABLE.
 func sweepAll(ctx context.Context, bin string, env []string, rep *Report, logf func(string, ...any)) (map[string]sweepOutcome, error) {
 	swept := map[string]sweepOutcome{}
 	for rep.Sweeps < 5 {
@@ -522,6 +527,7 @@ func sweepAll(ctx context.Context, bin string, env []string, rep *Report, logf f
 			Redriven int            `json:"redriven"`
 			Finished int            `json:"finished"`
 			Skipped  int            `json:"skipped"`
+			Backoff  int            `json:"backoff"`
 			Results  []sweepOutcome `json:"results"`
 		}
 		if err := json.Unmarshal([]byte(out), &sr); err != nil {
@@ -533,9 +539,16 @@ func sweepAll(ctx context.Context, bin string, env []string, rep *Report, logf f
 		for _, r := range sr.Results {
 			swept[r.Key] = r
 		}
-		logf("sweep %d: redriven %d, finished %d, skipped %d", rep.Sweeps, sr.Redriven, sr.Finished, sr.Skipped)
-		if sr.Redriven == 0 && sr.Skipped == 0 {
+		logf("sweep %d: redriven %d, finished %d, skipped %d, in back-off %d", rep.Sweeps, sr.Redriven, sr.Finished, sr.Skipped, sr.Backoff)
+		if sr.Redriven == 0 && sr.Skipped == 0 && sr.Backoff == 0 {
 			break
+		}
+		if sr.Backoff > 0 {
+			select { // 2, 4, 8, 16 s: past attempt n's back-off of 2^(n-1) s
+			case <-time.After(time.Second << rep.Sweeps):
+			case <-ctx.Done():
+				return swept, ctx.Err()
+			}
 		}
 	}
 	return swept, nil
